@@ -1,0 +1,1 @@
+"""Kafka clients and admin, the embedded broker, the Spark Kafka data source, workloads and datasets."""

@@ -1,0 +1,201 @@
+"""Key normalisation shared by every partitioner.
+
+A batch of keys (numpy integers, or a sequence of ``bytes``/``str``/``int``) becomes a :class:`KeyBatch`:
+the batch's distinct keys in order of first appearance, a 64-bit key id per distinct key, the murmur3
+hashes each algorithm needs, and the per-tuple index into the distinct keys.
+
+A key's identity is its bytes: ``str`` keys are UTF-8 encoded and an integer ``k`` is the ASCII decimal
+``str(k)``, so ``7``, ``"7"`` and ``b"7"`` are the same key everywhere (ids, hashes, decisions). Hashes
+are ``murmur3_32(key_bytes, seed)`` (mmh3), identical on every process and machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mmh3
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "DEFAULT_HASH_SEED",
+    "KEY_ID_SEED",
+    "SEED_STEP",
+    "KeyBatch",
+    "KeyCodec",
+    "Keys",
+    "distinct_candidates",
+    "key_bytes",
+]
+
+#: Seed of the 64-bit key id (state tables are keyed by it).
+KEY_ID_SEED = 0x5EED
+#: Seed of the first murmur3 hash; hash j uses ``hash_seed + SEED_STEP * j`` (13, 17, ... as gdfm's PKG).
+DEFAULT_HASH_SEED = 13
+SEED_STEP = 4
+#: Non-negative integer keys below this bound are cached in dense numpy tables (fast path for benchmarks).
+DENSE_LIMIT = 1 << 22
+#: The dict cache for other keys is cleared when it grows past this many entries.
+MAX_CACHE = 1 << 21
+
+Keys = npt.ArrayLike | Sequence[bytes | str | int]
+U64 = npt.NDArray[np.uint64]
+U32 = npt.NDArray[np.uint32]
+IntP = npt.NDArray[np.intp]
+
+
+def key_bytes(key: Any) -> bytes:
+    """Return the canonical bytes of one key (see the module docstring)."""
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, int | np.integer):
+        return str(int(key)).encode("ascii")
+    if isinstance(key, bytearray | memoryview):
+        return bytes(key)
+    raise TypeError(f"key must be bytes, str or int, got {type(key).__name__}: {key!r:.80}")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyBatch:
+    """One batch of keys, reduced to its distinct keys.
+
+    ``ids[u]`` and ``hashes[u, j]`` describe distinct key ``u`` (in order of first appearance);
+    ``inverse[t]`` is the distinct-key index of tuple ``t``.
+    """
+
+    ids: U64
+    hashes: U32
+    inverse: IntP
+
+    @property
+    def size(self) -> int:
+        """Number of tuples in the batch."""
+        return int(self.inverse.shape[0])
+
+    @property
+    def distinct(self) -> int:
+        """Number of distinct keys in the batch."""
+        return int(self.ids.shape[0])
+
+    def counts(self) -> npt.NDArray[np.int64]:
+        """Tuples per distinct key."""
+        return np.bincount(self.inverse, minlength=self.distinct).astype(np.int64)
+
+    def tuple_ids(self) -> U64:
+        """The key id of every tuple."""
+        return self.ids[self.inverse]
+
+
+def _first_appearance(uniq: np.ndarray, first: IntP, inverse: IntP) -> tuple[np.ndarray, IntP]:
+    """Reorder ``np.unique`` output from sorted order to order of first appearance."""
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    return uniq[order], rank[inverse]
+
+
+class KeyCodec:
+    """Turns key batches into :class:`KeyBatch` objects, caching each key's id and hashes.
+
+    Owned by one partitioner instance (not thread-safe). The cache is derived state: it is rebuilt on
+    demand and never part of a snapshot.
+    """
+
+    def __init__(self, n_hashes: int, hash_seed: int = DEFAULT_HASH_SEED) -> None:
+        if n_hashes < 0:
+            raise ValueError(f"n_hashes must be >= 0, got {n_hashes}")
+        self.n_hashes = n_hashes
+        self.hash_seed = hash_seed
+        self.seeds = tuple(hash_seed + SEED_STEP * j for j in range(n_hashes))
+        self._cache: dict[Any, tuple[int, tuple[int, ...]]] = {}
+        self._dense_ids: U64 = np.zeros(0, dtype=np.uint64)
+        self._dense_h: U32 = np.zeros((0, n_hashes), dtype=np.uint32)
+        self._dense_known: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"n_hashes": self.n_hashes, "hash_seed": self.hash_seed}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["n_hashes"], state["hash_seed"])  # type: ignore[misc]
+
+    def _compute(self, key: Any) -> tuple[int, tuple[int, ...]]:
+        b = key_bytes(key)
+        kid = mmh3.hash64(b, KEY_ID_SEED, signed=False)[0]
+        return kid, tuple(mmh3.hash(b, s, signed=False) for s in self.seeds)
+
+    def _lookup(self, keys: Sequence[Any]) -> tuple[U64, U32]:
+        cache = self._cache
+        if len(cache) > MAX_CACHE:
+            cache.clear()
+        rows = []
+        for k in keys:
+            row = cache.get(k)
+            if row is None:
+                row = cache[k] = self._compute(k)
+            rows.append(row)
+        ids = np.fromiter((r[0] for r in rows), dtype=np.uint64, count=len(rows))
+        hashes = np.array([r[1] for r in rows], dtype=np.uint32).reshape(len(rows), self.n_hashes)
+        return ids, hashes
+
+    def _dense(self, uniq: npt.NDArray[np.int64]) -> tuple[U64, U32]:
+        top = int(uniq.max()) + 1 if uniq.size else 0
+        if top > self._dense_known.shape[0]:
+            size = 1 << max(10, (top - 1).bit_length())
+            grow = size - self._dense_known.shape[0]
+            self._dense_ids = np.concatenate([self._dense_ids, np.zeros(grow, np.uint64)])
+            self._dense_h = np.concatenate([self._dense_h, np.zeros((grow, self.n_hashes), np.uint32)])
+            self._dense_known = np.concatenate([self._dense_known, np.zeros(grow, bool)])
+        missing = uniq[~self._dense_known[uniq]]
+        for k in missing.tolist():
+            kid, hs = self._compute(k)
+            self._dense_ids[k] = kid
+            self._dense_h[k] = hs
+        self._dense_known[missing] = True
+        return self._dense_ids[uniq], self._dense_h[uniq]
+
+    def encode(self, keys: Keys) -> KeyBatch:
+        """Reduce a batch of keys to a :class:`KeyBatch`."""
+        arr = keys if isinstance(keys, np.ndarray) else None
+        if arr is None and isinstance(keys, Sequence) and keys and isinstance(keys[0], int):
+            arr = np.asarray(keys)
+        if arr is not None and arr.dtype.kind in "iu":
+            flat = arr.reshape(-1).astype(np.int64, copy=False)
+            uniq, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+            uniq, inverse = _first_appearance(uniq, first, inverse.reshape(-1))
+            if uniq.size and uniq[0] >= 0 and int(uniq.max()) < DENSE_LIMIT and int(uniq.min()) >= 0:
+                ids, hashes = self._dense(uniq)
+            else:
+                ids, hashes = self._lookup(uniq.tolist())
+            return KeyBatch(ids, hashes, inverse.astype(np.intp, copy=False))
+        seq: Sequence[Any] = keys.tolist() if isinstance(keys, np.ndarray) else keys  # type: ignore[assignment]
+        index: dict[Any, int] = {}
+        inv = [index.setdefault(k, len(index)) for k in seq]
+        ids, hashes = self._lookup(list(index))
+        return KeyBatch(ids, hashes, np.asarray(inv, dtype=np.intp).reshape(-1))
+
+
+def distinct_candidates(hashes: U32, n: int, d: int | None = None) -> npt.NDArray[np.int64]:
+    """Map the first ``d`` hash columns to ``d`` distinct combiners in ``[0, n)``.
+
+    Candidate ``j`` is ``hashes[:, j] mod n``; when it equals an earlier candidate it moves to the next
+    combiner (mod ``n``) until it is distinct (Storm's rule: candidates never coincide). ``d`` is capped at
+    ``n``. Deterministic, so every router computes the same candidates for a key.
+    """
+    d = hashes.shape[1] if d is None else d
+    d = min(d, n, hashes.shape[1])
+    cand = (hashes[:, :d].astype(np.int64)) % n
+    for j in range(1, d):
+        col = cand[:, j]
+        for _ in range(j + 1):
+            clash = np.zeros(col.shape[0], dtype=bool)
+            for i in range(j):
+                clash |= col == cand[:, i]
+            if not clash.any():
+                break
+            col = np.where(clash, (col + 1) % n, col)
+        cand[:, j] = col
+    return cand

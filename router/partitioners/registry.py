@@ -1,0 +1,93 @@
+"""Partitioners by name: the built-in ones, third-party ones registered in code or via entry points."""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any
+
+from router.partitioners.base import Partitioner
+from schemas.exceptions import ConfigError, UnknownPartitionerError
+
+__all__ = ["ENTRY_POINT_GROUP", "available", "create", "get", "register"]
+
+#: Third-party packages expose partitioners as ``name = "module:Class"`` in this entry-point group.
+ENTRY_POINT_GROUP = "skewroute.partitioners"
+
+_REGISTRY: dict[str, str | type[Partitioner]] = {
+    "hash": "router.partitioners.simple:HashPartitioner",
+    "shuffle": "router.partitioners.simple:ShufflePartitioner",
+    "pkg": "router.partitioners.pkg:PKGPartitioner",
+    "cm": "router.partitioners.holistic:CMPartitioner",
+    "am": "router.partitioners.holistic:AMPartitioner",
+    "cam": "router.partitioners.holistic:CAMPartitioner",
+    "lm": "router.partitioners.holistic:LMPartitioner",
+    "fish": "router.partitioners.fish:FISHPartitioner",
+    "dalton": "router.partitioners.dalton:DaltonPartitioner",
+    "prompt": "router.partitioners.prompt:PromptPartitioner",
+}
+_entry_points_loaded = False
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        _REGISTRY.setdefault(ep.name, ep.value)
+
+
+def register(name: str, factory: str | type[Partitioner], *, replace: bool = False) -> None:
+    """Register a partitioner class (or a lazy ``"module:Class"`` string) under ``name``."""
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"partitioner name must be alphanumeric (with - or _), got {name!r}")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"partitioner {name!r} is already registered (pass replace=True to override)")
+    _REGISTRY[name] = factory
+
+
+def available() -> list[str]:
+    """The registered names, sorted."""
+    _load_entry_points()
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> type[Partitioner]:
+    """The class registered under ``name``; :class:`UnknownPartitionerError` lists the valid names."""
+    _load_entry_points()
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise UnknownPartitionerError(name, _REGISTRY) from None
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+        _REGISTRY[name] = factory
+    return factory  # type: ignore[return-value]
+
+
+def create(
+    name: str,
+    n: int,
+    *,
+    window: float = 60_000,
+    slide: float = 1_000,
+    seed: int = 0,
+    **params: Any,
+) -> Partitioner:
+    """Create partitioner ``name`` for ``n`` combiners.
+
+    ``window`` and ``slide`` are in the unit of the ``times`` given to ``assign`` (tuples for count-based
+    windows, milliseconds of event time for time-based ones); ``params`` are the algorithm's own settings.
+    Invalid parameters raise :class:`ConfigError` naming the parameter and value.
+    """
+    cls = get(name)
+    try:
+        return cls(n, window=window, slide=slide, seed=seed, **params)
+    except TypeError as exc:
+        raise ConfigError([f"partitioner {name!r}: {exc}"]) from exc
+    except ValueError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError([f"partitioner {name!r}: {exc}"]) from exc

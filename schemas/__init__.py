@@ -1,0 +1,1 @@
+"""Settings, record and control-message models, and Spark schemas."""

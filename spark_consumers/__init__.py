@@ -1,0 +1,1 @@
+"""PySpark Structured Streaming jobs: partial aggregation per combiner, final aggregation per key."""
