@@ -34,6 +34,7 @@ __all__ = [
     "make_workload",
     "parse_spec",
     "register_workload",
+    "tagged_batches",
     "zipf_probabilities",
 ]
 
@@ -239,7 +240,7 @@ def _evolving(p: dict[str, Any]) -> Workload:
     )
 
 
-def _interleave(sources: list[Workload], offsets: list[int]) -> Iterator[Batch]:
+def _interleave(sources: list[Workload], offsets: list[int]) -> Iterator[tuple[int, Batch]]:
     """Round-robin over the sources' batches; keys are shifted by ``offsets`` and re-timed globally."""
     its = [s.batches() for s in sources]
     clock, live = 0, list(range(len(its)))
@@ -250,8 +251,17 @@ def _interleave(sources: list[Workload], offsets: list[int]) -> Iterator[Batch]:
                 live.remove(i)
                 continue
             keys = nxt[0] + offsets[i] if offsets[i] else nxt[0]
-            yield keys, np.arange(clock, clock + len(keys), dtype=np.int64)
+            yield i, (keys, np.arange(clock, clock + len(keys), dtype=np.int64))
             clock += len(keys)
+
+
+def tagged_batches(workload: Workload) -> Iterator[tuple[int, Batch]]:
+    """Yield ``(source index, batch)``: the multi-source interleaving, or source 0 for every batch."""
+    if not workload.sources:
+        for b in workload.batches():
+            yield 0, b
+        return
+    yield from _interleave(list(workload.sources), list(workload.params.get("offsets", [0] * len(workload.sources))))
 
 
 def _multi(p: dict[str, Any]) -> Workload:
@@ -277,7 +287,7 @@ def _multi(p: dict[str, Any]) -> Workload:
     srcs = tuple(subs)
     return Workload(
         f"multi({'+'.join(kinds)},s={s:g},keys={keys})",
-        lambda: _interleave(list(srcs), offsets),
+        lambda: (b for _, b in _interleave(list(srcs), offsets)),
         per * len(kinds),
         sources=srcs,
         description=f"{len(kinds)} sources ({', '.join(kinds)}), Zipf s={s:g}, {keys} keys",

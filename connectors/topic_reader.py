@@ -1,0 +1,66 @@
+"""Read a whole topic with manual ``assign()`` (no group join), for tests, benchmarks and checks.
+
+Tansu advertises a partition's end offset as the start of its last record batch + 1, so the high watermark
+cannot tell when a partition has been read completely: this reader stops when an expected count is reached
+or when no record arrived for ``idle_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+from connectors.admin import partition_count
+from connectors.kafka import make_admin, make_consumer
+from schemas.exceptions import BrokerError
+from schemas.settings import KafkaSettings
+
+__all__ = ["TopicRecord", "read_topic"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """One record as read back."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
+def read_topic(
+    kafka: KafkaSettings,
+    topic: str,
+    *,
+    expected: int | None = None,
+    idle_s: float = 2.0,
+    timeout_s: float = 120.0,
+) -> list[TopicRecord]:
+    """Every record of ``topic`` from the beginning (all partitions), in per-partition offset order."""
+    n = partition_count(make_admin(kafka), topic)
+    if n is None:
+        raise BrokerError(f"topic {topic!r} does not exist")
+    consumer = make_consumer(kafka, group_id=f"skewroute-reader-{time.monotonic_ns()}", **{"fetch.wait.max.ms": 20})
+    out: list[TopicRecord] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(n)])
+        start = last = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if expected is not None and len(out) >= expected:
+                break
+            if now - last > idle_s or now - start > timeout_s:
+                break
+            for m in consumer.consume(10_000, timeout=0.2):
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise BrokerError(f"reading {topic!r}: {m.error().str()}")
+                out.append(TopicRecord(m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1]))
+                last = time.monotonic()
+    finally:
+        consumer.close()
+    return out

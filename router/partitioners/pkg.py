@@ -1,0 +1,160 @@
+"""PKG: Partial Key Grouping (papers/003), and PK-d (``d > 2`` choices).
+
+Each key has ``d`` distinct candidate combiners (seeded murmur3, identical on every router); each tuple
+goes to the candidate with the lowest *locally estimated* load (tuples this router sent), ties to the
+first candidate. The load counter is cumulative (the paper) or reset at each tumbling window boundary
+(``load="windowed"``, window = the ``window`` argument, in the unit of ``times``).
+
+Batches are decided in key-grouped order (see :mod:`router.partitioners.windows`): a key's tuples of
+one batch are placed one after another by the greedy rule, which is water-filling over its candidates.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from router.partitioners.windows import I64, U64, GroupedPartitioner
+
+__all__ = ["PKGPartitioner", "water_fill"]
+
+LoadMode = Literal["cumulative", "windowed"]
+
+
+def water_fill(loads: list[int], count: int) -> list[int]:
+    """Tuples per candidate when ``count`` tuples go one by one to the least loaded, ties to the first.
+
+    ``loads`` are the candidates' loads in priority order; the result is parallel to it.
+    """
+    d = len(loads)
+    if d == 2:  # closed form of the general case below (the common case, kept fast)
+        la, lb = loads
+        if la <= lb:
+            gap = lb - la
+            if count <= gap:
+                return [count, 0]
+            rest = count - gap
+            return [gap + (rest + 1) // 2, rest // 2]
+        gap = la - lb
+        if count <= gap:
+            return [0, count]
+        rest = count - gap
+        return [(rest + 1) // 2, gap + rest // 2]
+    by_load = sorted(range(d), key=lambda j: (loads[j], j))
+    remaining, pool, level = count, 1, loads[by_load[0]]
+    while pool < d:
+        need = (loads[by_load[pool]] - level) * pool
+        if need > remaining:
+            break
+        remaining -= need
+        level = loads[by_load[pool]]
+        pool += 1
+    per, extra = divmod(remaining, pool)
+    level += per
+    out = [0] * d
+    for rank, j in enumerate(sorted(by_load[:pool])):
+        out[j] = level - loads[j] + (1 if rank < extra else 0)
+    return out
+
+
+def greedy_sequence(
+    cands: npt.ArrayLike, starts: npt.ArrayLike, takes: npt.ArrayLike, owners: npt.ArrayLike
+) -> npt.NDArray[np.int64]:
+    """Order water-filled placements as the per-tuple greedy would make them, for all keys at once.
+
+    Placement ``p`` puts ``takes[p]`` tuples of key ``owners[p]`` (grouped position) on ``cands[p]``,
+    whose load was ``starts[p]``; the greedy takes slots by increasing (key, load, candidate priority).
+    Entries must be listed per key in candidate priority order.
+    """
+    take = np.asarray(takes, dtype=np.int64)
+    rep = np.repeat(np.arange(take.shape[0]), take)
+    first = np.cumsum(take) - take
+    level = np.asarray(starts, dtype=np.int64)[rep] + (np.arange(rep.shape[0]) - first[rep])
+    order = np.lexsort((rep, level, np.asarray(owners, dtype=np.int64)[rep]))
+    return np.asarray(cands, dtype=np.int64)[rep[order]]
+
+
+class PKGPartitioner(GroupedPartitioner):
+    """Partial Key Grouping over ``d`` choices (``d=2``: PKG; ``d>2``: PK-d / D-Choices).
+
+    Parameters: ``d`` candidates per key (capped at ``n``); ``load`` ``"cumulative"`` (the paper) or
+    ``"windowed"`` (reset at each tumbling ``window`` boundary). Guarantees: every tuple goes to one of its
+    key's candidates; the state is the load vector (and the current window), so a restored snapshot
+    continues identically.
+    """
+
+    name = "pkg"
+    splits_keys = True
+    n_hashes = 2
+
+    def __init__(self, n: int, *, d: int = 2, load: LoadMode = "cumulative", **kw: Any) -> None:
+        if isinstance(d, bool) or int(d) != d or d < 1:
+            raise ValueError(f"d must be a positive integer, got {d!r}")
+        if load not in ("cumulative", "windowed"):
+            raise ValueError(f"load must be 'cumulative' or 'windowed', got {load!r}")
+        self.d = int(d)
+        self.load = load
+        super().__init__(n, **kw)
+        self._params.update(d=self.d, load=load)
+        self.loads = [0] * self.n
+        self.block = -1
+
+    def _span(self) -> float | None:
+        return self.window if self.load == "windowed" else None
+
+    def _advance(self, block: int) -> None:
+        if block > self.block:
+            self.block = block
+            self.loads = [0] * self.n
+
+    def _decide(self, ids: U64, cand: I64, counts: I64) -> npt.ArrayLike:
+        if self.d == 2 and cand.shape[1] == 2:
+            return self._decide2(cand, counts)
+        loads = self.loads
+        pc: list[int] = []
+        ps: list[int] = []
+        pt: list[int] = []
+        po: list[int] = []
+        for g, (row, count) in enumerate(zip(cand.tolist(), counts.tolist(), strict=True)):
+            starts = [loads[c] for c in row]
+            for c, s, x in zip(row, starts, water_fill(starts, count), strict=True):
+                if x:
+                    loads[c] = s + x
+                    pc.append(c)
+                    ps.append(s)
+                    pt.append(x)
+                    po.append(g)
+        return greedy_sequence(pc, ps, pt, po)
+
+    def _decide2(self, cand: I64, counts: I64) -> npt.ArrayLike:
+        """``d = 2``: :func:`water_fill`'s closed form inlined (the hot loop of the data path)."""
+        loads = self.loads
+        sa: list[int] = []
+        sb: list[int] = []
+        xs: list[int] = []
+        split = False
+        for a, b, c in zip(cand[:, 0].tolist(), cand[:, 1].tolist(), counts.tolist(), strict=True):
+            la = loads[a]
+            lb = loads[b]
+            sa.append(la)
+            sb.append(lb)
+            if la <= lb:
+                gap = lb - la
+                xa = c if c <= gap else gap + (c - gap + 1) // 2
+            else:
+                gap = la - lb
+                xa = 0 if c <= gap else (c - gap + 1) // 2
+            xs.append(xa)
+            loads[a] = la + xa
+            loads[b] = lb + c - xa
+            split = split or 0 < xa < c
+        take_a = np.asarray(xs, dtype=np.int64)
+        if not split:  # every key went to one candidate: no per-tuple ordering needed
+            return np.repeat(np.where(take_a > 0, cand[:, 0], cand[:, 1]), counts)
+        take = np.stack([take_a, counts - take_a], axis=1).reshape(-1)
+        keep = take > 0
+        owners = np.repeat(np.arange(counts.shape[0]), 2)[keep]
+        starts = np.stack([np.asarray(sa), np.asarray(sb)], axis=1).reshape(-1)[keep]
+        return greedy_sequence(cand.reshape(-1)[keep], starts, take[keep], owners)

@@ -1,0 +1,131 @@
+"""Per-partitioner parameters: a discriminated union on ``name``, each algorithm validating its own fields.
+
+``params()`` returns the keyword arguments for ``router.partitioners.create(name, n, **params)``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CustomPartitionerSettings",
+    "DaltonSettings",
+    "FISHSettings",
+    "HashSettings",
+    "HolisticSettings",
+    "PKGSettings",
+    "PartitionerSettings",
+    "PromptSettings",
+    "ShuffleSettings",
+]
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def params(self) -> dict[str, Any]:
+        """Constructor keyword arguments (everything but ``name``)."""
+        return self.model_dump(exclude={"name"})
+
+
+class HashSettings(_Base):
+    """Key grouping: ``murmur3_32(key) mod n``."""
+
+    name: Literal["hash"] = "hash"
+    hash_seed: int = Field(13, description="murmur3 seed; must be equal on every router of a route")
+
+
+class ShuffleSettings(_Base):
+    """Round-robin per router instance; splits every key."""
+
+    name: Literal["shuffle"] = "shuffle"
+
+
+class PKGSettings(_Base):
+    """Partial Key Grouping: the least locally loaded of ``d`` hash candidates."""
+
+    name: Literal["pkg"] = "pkg"
+    d: int = Field(2, ge=2, le=64, description="number of hash candidates per key (PK-d for d > 2)")
+    load: Literal["cumulative", "windowed"] = Field(
+        "cumulative", description="local load estimate: since start (paper) or per tumbling window"
+    )
+    hash_seed: int = Field(13, description="seed of the first candidate hash")
+
+
+class HolisticSettings(_Base):
+    """CM, AM, cAM or LM (Holistic partitioning costs): cardinality/affinity-aware two choices."""
+
+    name: Literal["cm", "am", "cam", "lm"]
+    d: int = Field(2, ge=2, le=64, description="number of hash candidates per key")
+    cardinality: Literal["exact", "hll"] = Field(
+        "exact", description="distinct-key sets per combiner: exact sets or HyperLogLog (DataSketches, 2^12)"
+    )
+    reset: Literal["tumbling", "sliding"] = Field(
+        "tumbling", description="state reset at tumbling window boundaries, or expiry over a sliding window"
+    )
+    p: float = Field(0.5, ge=0, le=1, description="LM only: weight of tuple load vs key cardinality")
+    hash_seed: int = Field(13, description="seed of the first candidate hash")
+
+
+class FISHSettings(_Base):
+    """FISH: epoch-based hot-key counting with decay and consistent-hash candidates."""
+
+    name: Literal["fish"] = "fish"
+    alpha: float = Field(0.2, gt=0, le=1, description="decay factor applied to all counters at each epoch end")
+    theta: float | None = Field(None, gt=0, lt=1, description="hot-key share threshold (default 1/(4n))")
+    epoch: int = Field(1000, ge=1, description="tuples per counting epoch (N_epoch)")
+    k_max: int = Field(1000, ge=1, description="space-saving counters kept (K_max)")
+    d_min: int = Field(2, ge=1, description="minimum candidates of a hot key")
+    interval: float = Field(1000, gt=0, description="decay interval T of the waiting-time estimate (time units)")
+    virtual_nodes: int = Field(64, ge=1, le=4096, description="virtual nodes per combiner on the ring")
+
+
+class DaltonSettings(_Base):
+    """Dalton: contextual-bandit routing of hot keys, hashing (or affinity) for the tail."""
+
+    name: Literal["dalton"] = "dalton"
+    epsilon: float = Field(0.1, ge=0, le=1, description="exploration probability")
+    gamma: float = Field(0.1, gt=0, le=1, description="learning rate of the Q update")
+    p1: float = Field(0.5, ge=0, le=1, description="reward weight of the load imbalance term")
+    p2: float = Field(0.5, ge=0, le=1, description="reward weight of the fragmentation term")
+    initial_q: float = Field(-2.0, description="initial Q value (below any reward)")
+    statistics: Literal["exact", "countmin", "hybrid"] = Field("exact", description="hot-key frequency statistics")
+    max_split: int | None = Field(None, ge=1, description="most combiners one key may use (default n)")
+    tail: Literal["hash", "affinity"] | None = Field(
+        None, description="routing of non-hot keys: hash (paper) or two-choice affinity (default: measured best)"
+    )
+    key_forwarding: bool = Field(False, description="forward tuples of a key to its last combiner (Sec. 4.2)")
+    hash_seed: int = Field(13, description="seed of the hash combiner")
+
+
+class PromptSettings(_Base):
+    """Prompt's batch partitioner (micro-batch mode): frequency-aware buffering and B-BPFI blocks."""
+
+    name: Literal["prompt"] = "prompt"
+
+
+class CustomPartitionerSettings(_Base):
+    """A partitioner registered by a third party (``router.partitioners.register`` or entry point)."""
+
+    name: Literal["custom"] = "custom"
+    plugin: str = Field(..., min_length=1, description="the registered partitioner name")
+    options: dict[str, Any] = Field(default_factory=dict, description="its constructor keyword arguments")
+
+    def params(self) -> dict[str, Any]:
+        """The plugin's keyword arguments."""
+        return dict(self.options)
+
+
+PartitionerSettings = Annotated[
+    HashSettings
+    | ShuffleSettings
+    | PKGSettings
+    | HolisticSettings
+    | FISHSettings
+    | DaltonSettings
+    | PromptSettings
+    | CustomPartitionerSettings,
+    Field(discriminator="name"),
+]

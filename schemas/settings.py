@@ -1,0 +1,324 @@
+"""skewroute's settings: env vars (``SKEWROUTE_`` prefix, ``__`` nesting) over a YAML/TOML file.
+
+Read once in the entry point with :meth:`SkewrouteSettings.load` and passed down as frozen models.
+Precedence, highest first: keyword overrides, environment, config file, defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+    YamlConfigSettingsSource,
+)
+
+from schemas.exceptions import ConfigError
+from schemas.partitioner_settings import DaltonSettings, PartitionerSettings
+
+__all__ = [
+    "KafkaSettings",
+    "KeySpec",
+    "RouteSettings",
+    "RouterSettings",
+    "SkewrouteSettings",
+    "SparkSettings",
+    "TimeSpec",
+    "WindowSettings",
+    "format_validation_error",
+]
+
+_config_file: ContextVar[Path | None] = ContextVar("skewroute_config_file", default=None)
+_SECRET_WORDS = ("password", "secret", "token")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaSettings(_Model):
+    """Connection to the Kafka cluster (any Kafka-compatible broker; the embedded Tansu by default)."""
+
+    bootstrap_servers: str = Field("127.0.0.1:9092", min_length=1, description="host:port[,host:port...]")
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="Kafka security.protocol"
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="SASL mechanism (required with SASL_* protocols)"
+    )
+    sasl_username: str | None = Field(None, description="SASL user name")
+    sasl_password: SecretStr | None = Field(None, description="SASL password (never logged)")
+    ssl_ca_location: str | None = Field(None, description="CA certificate file for SSL")
+    ssl_certificate_location: str | None = Field(None, description="client certificate file for mutual TLS")
+    ssl_key_location: str | None = Field(None, description="client private key file for mutual TLS")
+    ssl_key_password: SecretStr | None = Field(None, description="password of the client key (never logged)")
+    client_id: str = Field("skewroute", description="client.id prefix of every client")
+    producer: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="extra librdkafka producer properties (override ours)"
+    )
+    consumer: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="extra librdkafka consumer properties (override ours)"
+    )
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> Self:
+        if self.security_protocol.startswith("SASL_"):
+            missing = [f for f in ("sasl_mechanism", "sasl_username", "sasl_password") if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"security_protocol={self.security_protocol} needs {', '.join(missing)}")
+        return self
+
+    def librdkafka(self, role: Literal["common", "producer", "consumer", "admin"] = "common") -> dict[str, Any]:
+        """The librdkafka configuration dict for a client of ``role`` (secrets revealed only here)."""
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+            "client.id": self.client_id,
+        }
+        if self.sasl_mechanism:
+            conf["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_username is not None:
+            conf["sasl.username"] = self.sasl_username
+        if self.sasl_password is not None:
+            conf["sasl.password"] = self.sasl_password.get_secret_value()
+        for field, prop in (
+            ("ssl_ca_location", "ssl.ca.location"),
+            ("ssl_certificate_location", "ssl.certificate.location"),
+            ("ssl_key_location", "ssl.key.location"),
+        ):
+            if getattr(self, field) is not None:
+                conf[prop] = getattr(self, field)
+        if self.ssl_key_password is not None:
+            conf["ssl.key.password"] = self.ssl_key_password.get_secret_value()
+        if role == "producer":
+            conf.update(self.producer)
+        elif role == "consumer":
+            conf.update(self.consumer)
+        return conf
+
+    def redacted(self) -> dict[str, Any]:
+        """The librdkafka dict with secrets masked, for logs and status output."""
+        return {k: ("***" if any(w in k for w in _SECRET_WORDS) else v) for k, v in self.librdkafka().items()}
+
+
+class KeySpec(_Model):
+    """Where a raw record's key comes from."""
+
+    source: Literal["field", "kafka_key"] = Field("field", description="a JSON field of the value, or the Kafka key")
+    field: str | None = Field("key", description="dotted path of the key in the JSON value (source=field)")
+
+    @model_validator(mode="after")
+    def _field_needed(self) -> Self:
+        if self.source == "field" and not self.field:
+            raise ValueError("source=field needs a field path")
+        return self
+
+
+class TimeSpec(_Model):
+    """Where a raw record's event time comes from."""
+
+    source: Literal["field", "kafka_timestamp"] = Field(
+        "kafka_timestamp", description="a JSON field of the value, or the Kafka record timestamp"
+    )
+    field: str | None = Field(None, description="dotted path of the event time (source=field)")
+    unit: Literal["ms", "s", "iso"] = Field("ms", description="epoch milliseconds, epoch seconds, or ISO-8601")
+
+    @model_validator(mode="after")
+    def _field_needed(self) -> Self:
+        if self.source == "field" and not self.field:
+            raise ValueError("source=field needs a field path")
+        return self
+
+
+class WindowSettings(_Model):
+    """The window the partitioner's state (and the metrics) use: count-based in tuples, time-based in ms."""
+
+    kind: Literal["count", "time"] = Field("time", description="count-based (tuples) or time-based (event ms)")
+    size: float = Field(60_000, gt=0, description="window length (tuples or ms)")
+    slide: float = Field(1_000, gt=0, description="slide (tuples or ms); Dalton's statistics window")
+
+    @model_validator(mode="after")
+    def _slide_fits(self) -> Self:
+        if self.slide > self.size:
+            raise ValueError(f"slide ({self.slide:g}) must not exceed size ({self.size:g})")
+        return self
+
+
+class RouteSettings(_Model):
+    """One raw topic routed into one combiner-partition topic (partition i = combiner i)."""
+
+    raw_topic: str = Field(
+        ..., min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$", description="the topic to route"
+    )
+    name: str | None = Field(None, description="route name (default: the raw topic)")
+    combiner_topic: str | None = Field(None, description="output topic (default: <raw_topic>.combiners)")
+    combiners: int = Field(8, ge=1, le=4096, description="number of combiners n = partitions of the combiner topic")
+    key: KeySpec = Field(default_factory=KeySpec, description="key extraction")
+    time: TimeSpec = Field(default_factory=TimeSpec, description="event-time extraction")
+    value_field: str | None = Field(
+        None, description="dotted path of the numeric measure aggregated downstream (sum/min/max/mean)"
+    )
+    window: WindowSettings = Field(default_factory=WindowSettings, description="partitioner window")
+    partitioner: PartitionerSettings = Field(default_factory=DaltonSettings, description="algorithm and parameters")
+    dead_letter_topic: str | None = Field(None, description="DLQ topic (default: <raw_topic>.dlq)")
+    max_record_bytes: int = Field(1_000_000, ge=16, description="larger raw records are dead-lettered")
+    replication_factor: int = Field(1, ge=1, le=16, description="replication of the topics skewroute creates")
+    seed: int = Field(0, description="seed of the partitioner's random choices")
+
+    @property
+    def route_name(self) -> str:
+        """The route's name."""
+        return self.name or self.raw_topic
+
+    @property
+    def combiner_topic_name(self) -> str:
+        """The combiner topic."""
+        return self.combiner_topic or f"{self.raw_topic}.combiners"
+
+    @property
+    def dlq_topic_name(self) -> str:
+        """The dead-letter topic."""
+        return self.dead_letter_topic or f"{self.raw_topic}.dlq"
+
+
+class RouterSettings(_Model):
+    """Router worker process settings."""
+
+    app_id: str = Field("skewroute-router", description="Faust app id = consumer group of the raw topics")
+    instance_id: str | None = Field(None, description="this worker's id (default: host-pid)")
+    web_port: int = Field(6066, ge=0, le=65535, description="Faust web port (metrics at /metrics); 0 = any")
+    batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
+    batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
+    delivery: Literal["at_least_once", "exactly_once"] = Field(
+        "at_least_once", description="at-least-once (dedup downstream on source position) or Kafka transactions"
+    )
+    control_topic: str = Field("skewroute.control", description="Dalton sync control topic")
+    dsync_ms: int = Field(1_000, ge=10, description="initial Dalton sync interval (ms)")
+    state_dir: Path = Field(Path(".skewroute"), description="where workers keep local state")
+
+
+class SparkSettings(_Model):
+    """Spark consumer job settings."""
+
+    master: str = Field("local[2]", description="Spark master URL (ignored under spark-submit)")
+    source: Literal["python", "kafka"] = Field(
+        "python", description="Kafka reader: skewroute's Python data source, or Spark's built-in format('kafka')"
+    )
+    trigger_interval: str = Field("5 seconds", description="processing-time trigger")
+    max_records_per_trigger: int = Field(250_000, ge=1, description="records per micro-batch at most")
+    starting_offsets: str = Field("earliest", description="earliest, latest, or a JSON offsets dict")
+    watermark: str = Field("10 seconds", description="event-time watermark delay")
+    window: str = Field("10 seconds", description="aggregation window length")
+    slide: str | None = Field(None, description="aggregation slide (None = tumbling)")
+    aggregations: list[Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k"]] = Field(
+        default_factory=lambda: ["count", "sum", "min", "max", "mean"], description="aggregates per key and window"
+    )
+    output_mode: Literal["update", "append"] = Field("update", description="Structured Streaming output mode")
+    sink: Literal["kafka", "parquet", "console"] = Field("kafka", description="where final aggregates go")
+    results_topic: str | None = Field(None, description="results topic (default: <raw_topic>.results)")
+    output_path: Path = Field(Path(".skewroute/results"), description="Parquet output folder")
+    checkpoint_dir: Path = Field(Path(".skewroute/checkpoints"), description="checkpoint root (one folder per route)")
+    progress_log: Path = Field(Path(".skewroute/progress.jsonl"), description="per-batch observability log")
+
+
+class SkewrouteSettings(BaseSettings):
+    """All settings of a skewroute deployment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SKEWROUTE_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        nested_model_default_partial_update=True,
+    )
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings, description="Kafka connection")
+    routes: list[RouteSettings] = Field(default_factory=list, description="one route per raw topic")
+    router: RouterSettings = Field(default_factory=RouterSettings, description="router workers")
+    spark: SparkSettings = Field(default_factory=SparkSettings, description="Spark consumers")
+
+    @model_validator(mode="after")
+    def _unique_routes(self) -> Self:
+        seen: set[str] = set()
+        for r in self.routes:
+            if r.raw_topic in seen:
+                raise ValueError(f"raw topic {r.raw_topic!r} is routed twice")
+            seen.add(r.raw_topic)
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keyword overrides, then env, then the config file given to :meth:`load`."""
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _config_file.get()
+        if path is not None:
+            if path.suffix in (".yaml", ".yml"):
+                sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+            else:
+                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    @classmethod
+    def load(cls, config: Path | str | None = None, **overrides: Any) -> SkewrouteSettings:
+        """Read and validate the settings; :class:`ConfigError` lists every problem (field path, value).
+
+        ``config`` defaults to ``$SKEWROUTE_CONFIG``; ``.yaml``/``.yml`` or ``.toml``.
+        """
+        path = (
+            Path(config)
+            if config is not None
+            else (Path(os.environ["SKEWROUTE_CONFIG"]) if os.environ.get("SKEWROUTE_CONFIG") else None)
+        )
+        if path is not None:
+            if not path.is_file():
+                raise ConfigError([f"config: file {str(path)!r} does not exist"])
+            if path.suffix not in (".yaml", ".yml", ".toml"):
+                raise ConfigError([f"config: {str(path)!r} must end in .yaml, .yml or .toml"])
+        token = _config_file.set(path)
+        try:
+            return cls(**overrides)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc)) from None
+        except ValueError as exc:  # YAML/TOML syntax errors
+            raise ConfigError([f"config: {exc}"]) from None
+        finally:
+            _config_file.reset(token)
+
+    def route(self, name: str) -> RouteSettings:
+        """The route called ``name`` (or whose raw topic is ``name``)."""
+        for r in self.routes:
+            if name in (r.route_name, r.raw_topic):
+                return r
+        raise ConfigError([f"routes: no route named {name!r} (have: {', '.join(r.route_name for r in self.routes)})"])
+
+
+def format_validation_error(exc: ValidationError) -> list[str]:
+    """One line per problem: ``field.path: message (got value)``, secrets masked."""
+    lines = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        path = ".".join(loc) or "settings"
+        value = err.get("input")
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing" or isinstance(value, dict | list):
+            lines.append(f"{path}: {msg}")  # a whole section: the message names the fields (no secrets echoed)
+            continue
+        shown = "***" if any(w in path for w in _SECRET_WORDS) else repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        lines.append(f"{path}: {msg} (got {shown})")
+    return lines

@@ -1,0 +1,38 @@
+import orjson
+import pytest
+
+from schemas.control import ControlMessageError, GlobalMessage, SyncMessage, encode_control, parse_control
+from schemas.records import RoutedRecord, encode_routed, routed_spark_schema
+
+
+def test_fast_encoder_matches_model() -> None:
+    raw = b'{"user":"u1","amount":2.5,"tags":["a"]}'
+    fast = encode_routed("u1", 1_700_000_000_000, 3, "raw", 2, 41, 2.5, raw)
+    model = RoutedRecord(k="u1", t=1_700_000_000_000, c=3, tp="raw", p=2, o=41, x=2.5, d=orjson.loads(raw))
+    assert fast == model.to_json()
+    back = RoutedRecord.from_json(fast)
+    assert (back.key, back.combiner, back.offset, back.measure) == ("u1", 3, 41, 2.5)
+
+
+def test_spark_schema_covers_every_wire_field() -> None:
+    fields = [f.name for f in routed_spark_schema().fields]
+    wire = list(orjson.loads(encode_routed("k", 1, 0, "t", 0, 0, None, b"null")))
+    assert fields == wire
+
+
+def test_control_round_trip() -> None:
+    s = SyncMessage(deployment="d", route="r", instance="i1", seq=3, records=10, q_table={"7": [0.1, -2.0]},
+                    top_keys=[("7", 9)])
+    assert parse_control(encode_control(s)) == s
+    g = GlobalMessage(deployment="d", route="r", reducer="i1", round=1, dsync_ms=500, hot_keys={"7": 9})
+    assert parse_control(encode_control(g)) == g
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"not json", b"[1]", b'{"v":2,"type":"sync"}', b'{"v":1,"type":"other","deployment":"d","route":"r"}',
+     b'{"v":1,"type":"sync","deployment":"d","route":"r","instance":"i","seq":-1,"records":0}'],
+)
+def test_malformed_control_rejected(raw: bytes) -> None:
+    with pytest.raises(ControlMessageError):
+        parse_control(raw)

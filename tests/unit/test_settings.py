@@ -1,0 +1,101 @@
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from schemas.exceptions import ConfigError
+from schemas.partitioner_settings import DaltonSettings, HolisticSettings
+from schemas.settings import KafkaSettings, SkewrouteSettings
+
+INVALID = [
+    ({"routes": [{"raw_topic": "a b"}]}, "routes.0.raw_topic", "'a b'"),
+    ({"routes": [{"raw_topic": "a", "combiners": 0}]}, "routes.0.combiners", "0"),
+    ({"routes": [{"raw_topic": "a", "window": {"size": 10, "slide": 20}}]}, "routes.0.window", "slide (20)"),
+    ({"routes": [{"raw_topic": "a", "partitioner": {"name": "dalton", "epsilon": 3}}]}, "epsilon", "3"),
+    ({"routes": [{"raw_topic": "a", "partitioner": {"name": "nope"}}]}, "routes.0.partitioner", "'nope'"),
+    ({"routes": [{"raw_topic": "a", "partitioner": {"name": "pkg", "dd": 3}}]}, "pkg.dd", "3"),
+    ({"routes": [{"raw_topic": "a", "key": {"source": "field", "field": ""}}]}, "routes.0.key", "field path"),
+    ({"routes": [{"raw_topic": "a"}, {"raw_topic": "a"}]}, "routed twice", "'a'"),
+    ({"router": {"batch_max_records": 0}}, "router.batch_max_records", "0"),
+    ({"router": {"delivery": "maybe"}}, "router.delivery", "'maybe'"),
+    ({"spark": {"sink": "s3"}}, "spark.sink", "'s3'"),
+    ({"kafka": {"security_protocol": "SASL_SSL"}}, "kafka", "sasl_mechanism"),
+    ({"kafka": {"bootstrap_servers": ""}}, "kafka.bootstrap_servers", "''"),
+    ({"unknown_section": {}}, "unknown_section", "Extra inputs"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "path", "value"), INVALID)
+def test_invalid_setting_names_field_and_value(overrides: dict, path: str, value: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        SkewrouteSettings.load(**overrides)
+    lines = err.value.problems
+    assert any(path in line and value in line for line in lines), lines
+    assert all("\n" not in line for line in lines)
+
+
+def test_every_problem_reported_once() -> None:
+    with pytest.raises(ConfigError) as err:
+        SkewrouteSettings.load(routes=[{"raw_topic": "a b", "combiners": -1}], router={"web_port": 70000})
+    assert len(err.value.problems) == 3
+
+
+def test_defaults_and_derived_names() -> None:
+    s = SkewrouteSettings.load(routes=[{"raw_topic": "clicks"}])
+    r = s.routes[0]
+    assert (r.combiner_topic_name, r.dlq_topic_name, r.route_name) == ("clicks.combiners", "clicks.dlq", "clicks")
+    assert isinstance(r.partitioner, DaltonSettings)
+    assert s.route("clicks") is r
+
+
+def test_env_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        textwrap.dedent(
+            """
+            kafka: {bootstrap_servers: "file:1"}
+            routes:
+              - raw_topic: orders
+                combiners: 4
+                partitioner: {name: cam, cardinality: hll}
+            router: {batch_max_records: 500}
+            """
+        )
+    )
+    monkeypatch.setenv("SKEWROUTE_KAFKA__BOOTSTRAP_SERVERS", "env:2")
+    s = SkewrouteSettings.load(cfg)
+    assert s.kafka.bootstrap_servers == "env:2"
+    assert s.router.batch_max_records == 500
+    part = s.routes[0].partitioner
+    assert isinstance(part, HolisticSettings) and part.name == "cam" and part.cardinality == "hll"
+
+
+def test_toml_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[[routes]]\nraw_topic = "t"\ncombiners = 3\n[routes.partitioner]\nname = "pkg"\nd = 3\n')
+    s = SkewrouteSettings.load(cfg)
+    assert s.routes[0].combiners == 3 and s.routes[0].partitioner.params()["d"] == 3
+
+
+def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        SkewrouteSettings.load(tmp_path / "nope.yaml")
+
+
+def test_secrets_never_shown() -> None:
+    k = KafkaSettings(
+        security_protocol="SASL_SSL", sasl_mechanism="PLAIN", sasl_username="u", sasl_password="hunter2"
+    )
+    assert k.librdkafka()["sasl.password"] == "hunter2"
+    assert "hunter2" not in str(k) and "hunter2" not in repr(k)
+    assert k.redacted()["sasl.password"] == "***"
+    with pytest.raises(ConfigError) as err:
+        SkewrouteSettings.load(kafka={"security_protocol": "SASL_SSL", "sasl_password": "hunter2"})
+    assert "hunter2" not in str(err.value)
+
+
+def test_producer_overrides_rendered() -> None:
+    k = KafkaSettings(producer={"linger.ms": 20}, consumer={"fetch.min.bytes": 5})
+    assert k.librdkafka("producer")["linger.ms"] == 20
+    assert "linger.ms" not in k.librdkafka("consumer")
+    assert k.librdkafka("consumer")["fetch.min.bytes"] == 5
