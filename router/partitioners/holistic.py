@@ -1,0 +1,247 @@
+"""The Holistic partitioners (papers/004): CM, AM, cAM and LM.
+
+Every key has ``d`` distinct hash candidates (as PKG). Per window and per combiner the router keeps a
+tuple count ``L`` and a distinct-key set ``C`` (exact, or an HLL sketch with ``cardinality="hll"``):
+
+- **CM** (Alg. 2): the candidate with the lower cardinality ``|C|``;
+- **AM** (Alg. 3): a candidate whose ``C`` already holds the key (first one), else the lower ``|C|``;
+- **cAM** (Alg. 4): a candidate whose ``C`` already holds the key, else the lower tuple count ``L``;
+- **LM** (Alg. 5): the lower hybrid load ``p·L' + (1-p)·C'``, ``L'`` and ``C'`` min-max normalised over
+  all ``n`` combiners (Eq. 7-9; a zero range normalises to 0), ``p = 0.5``.
+
+Ties go to the first candidate. ``L`` and ``C`` count only what this router sent, and reset at each
+tumbling window boundary (``windowing="tumbling"``, window = the ``window`` argument, in the unit of
+``times``). ``windowing="sliding"`` keeps the last ``ceil(window / slide)`` blocks of ``slide`` instead
+(exact sets only: an HLL sketch cannot forget keys).
+
+Batches are decided in key-grouped order (see :mod:`router.partitioners.windows`): a key's tuples of
+one batch are taken one after another, so under AM and cAM all of them follow the key's first tuple to
+one combiner, and ``L`` grows by the key's batch count at its first appearance.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from router.partitioners.cardinality import ExactSets, HllSets
+from router.partitioners.windows import I64, U64, GroupedPartitioner
+
+__all__ = ["AMPartitioner", "CAMPartitioner", "CMPartitioner", "HolisticPartitioner", "LMPartitioner"]
+
+Cardinality = Literal["exact", "hll"]
+Windowing = Literal["tumbling", "sliding"]
+
+
+class HolisticPartitioner(GroupedPartitioner):
+    """Shared state and windowing of CM, AM, cAM and LM.
+
+    Parameters: ``d`` candidates (default 2, capped at ``n``), ``cardinality`` ``"exact"`` or ``"hll"``,
+    ``windowing`` ``"tumbling"`` or ``"sliding"``. Guarantees: every tuple goes to one of its key's
+    candidates; ``L``/``C`` cover exactly the current window (tumbling) or the live blocks (sliding); a
+    restored snapshot continues identically.
+    """
+
+    splits_keys: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        d: int = 2,
+        cardinality: Cardinality = "exact",
+        windowing: Windowing = "tumbling",
+        **kw: Any,
+    ) -> None:
+        if isinstance(d, bool) or int(d) != d or d < 1:
+            raise ValueError(f"d must be a positive integer, got {d!r}")
+        if cardinality not in ("exact", "hll"):
+            raise ValueError(f"cardinality must be 'exact' or 'hll', got {cardinality!r}")
+        if windowing not in ("tumbling", "sliding"):
+            raise ValueError(f"windowing must be 'tumbling' or 'sliding', got {windowing!r}")
+        if cardinality == "hll" and windowing == "sliding":
+            raise ValueError("windowing='sliding' needs cardinality='exact' (HLL sketches cannot forget keys)")
+        self.d = int(d)
+        self.cardinality = cardinality
+        self.windowing = windowing
+        super().__init__(n, **kw)
+        self._params.update(d=self.d, cardinality=cardinality, windowing=windowing)
+        self.sliding = windowing == "sliding"
+        self.blocks_per_window = math.ceil(self.window / self.slide) if self.sliding else 1
+        self.store: ExactSets | HllSets = ExactSets(self.n, self.sliding) if cardinality == "exact" else HllSets(self.n)
+        self.loads: list[int] = [0] * self.n
+        self.block_loads: dict[int, npt.NDArray[np.int64]] = {}
+        self.block = -1
+
+    def _span(self) -> float:
+        return self.slide if self.sliding else self.window
+
+    def _reset(self) -> None:
+        self.loads = [0] * self.n
+        self.block_loads = {}
+        self.store.reset()
+
+    def _advance(self, block: int) -> None:
+        if block <= self.block:
+            return
+        keep = self.blocks_per_window
+        if block - self.block >= keep:
+            self._reset()
+        else:
+            assert isinstance(self.store, ExactSets)
+            for old in range(self.block - keep + 1, block - keep + 1):
+                expired = self.block_loads.pop(old, None)
+                if expired is not None:
+                    self.loads = [a - int(b) for a, b in zip(self.loads, expired, strict=True)]
+                self.store.expire(old)
+        self.block = block
+        if isinstance(self.store, ExactSets):
+            self.store.block = block
+
+    def _decide(self, ids: U64, cand: I64, counts: I64) -> npt.ArrayLike:
+        seq = self._choose(ids.tolist(), cand.tolist(), counts.tolist(), counts)
+        if self.sliding:
+            add = np.bincount(seq, minlength=self.n)
+            prev = self.block_loads.get(self.block)
+            self.block_loads[self.block] = add if prev is None else prev + add
+        return seq
+
+    def _choose(
+        self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
+    ) -> npt.NDArray[np.int64]:
+        """Algorithm hook: decide the keys in order, update ``loads``/``store``, return the sequence."""
+        raise NotImplementedError
+
+
+class _AffinityPartitioner(HolisticPartitioner):
+    """AM and cAM: a key already held by a candidate's set goes there; a new key to the lower metric.
+
+    ``splits_keys`` is ``False``: with exact sets a key stays on one combiner inside each of the router's
+    windows (it may move at a window boundary; with HLL a false "contains" may split it).
+    """
+
+    splits_keys: ClassVar[bool] = False
+    by_tuples: ClassVar[bool] = False
+
+    def _choose(
+        self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
+    ) -> npt.NDArray[np.int64]:
+        loads = self.loads
+        store = self.store
+        metric: list[Any] = loads if self.by_tuples else store.card
+        find, add = store.find, store.add
+        refresh = self.sliding
+        choice: list[int] = []
+        for kid, row, c in zip(ids, rows, counts, strict=True):
+            home = find(kid, row)
+            if home < 0:
+                home = row[0]
+                best = metric[home]
+                for x in row[1:]:
+                    if metric[x] < best:
+                        home, best = x, metric[x]
+                add(kid, home)
+            elif refresh:
+                add(kid, home)
+            loads[home] += c
+            choice.append(home)
+        return np.repeat(np.asarray(choice, dtype=np.int64), count_arr)
+
+
+class AMPartitioner(_AffinityPartitioner):
+    """AM: group affinity, new keys to the candidate with the fewest distinct keys (Alg. 3)."""
+
+    name = "am"
+
+
+class CAMPartitioner(_AffinityPartitioner):
+    """cAM: group affinity, new keys to the candidate with the fewest tuples (Alg. 4).
+
+    With exact sets every tuple of a key inside a window goes to one combiner (the one its first tuple
+    chose); with ``cardinality="hll"`` a false "contains" may split a key.
+    """
+
+    name = "cam"
+    by_tuples = True
+
+
+class CMPartitioner(HolisticPartitioner):
+    """CM: each tuple to the candidate with the fewest distinct keys (Alg. 2); tuple-count agnostic."""
+
+    name = "cm"
+
+    def _choose(
+        self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
+    ) -> npt.NDArray[np.int64]:
+        loads, store = self.loads, self.store
+        card, add = store.card, store.add
+        combs: list[int] = []
+        lens: list[int] = []
+        for kid, row, c in zip(ids, rows, counts, strict=True):
+            while c > 0:  # at most d+1 rounds: |C| only changes when the key is new at a candidate
+                home = row[0]
+                best = card[home]
+                for x in row[1:]:
+                    if card[x] < best:
+                        home, best = x, card[x]
+                take = 1 if add(kid, home) else c
+                loads[home] += take
+                combs.append(home)
+                lens.append(take)
+                c -= take
+        return np.repeat(np.asarray(combs, dtype=np.int64), np.asarray(lens, dtype=np.int64))
+
+
+class LMPartitioner(HolisticPartitioner):
+    """LM: each tuple to the candidate with the lowest hybrid load ``p·L' + (1-p)·C'`` (Alg. 5, Eq. 7-9).
+
+    ``p`` (default 0.5) weighs tuple count against cardinality; ``p = 1`` behaves as windowed PKG.
+    """
+
+    name = "lm"
+
+    def __init__(self, n: int, *, p: float = 0.5, **kw: Any) -> None:
+        if not 0.0 <= float(p) <= 1.0:
+            raise ValueError(f"p must be in [0, 1], got {p!r}")
+        super().__init__(n, **kw)
+        self.p = float(p)
+        self._params["p"] = self.p
+
+    def _choose(
+        self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
+    ) -> npt.NDArray[np.int64]:
+        loads, store = self.loads, self.store
+        card, add = store.card, store.add
+        p, q = self.p, 1.0 - self.p
+        lo_l, hi_l, lo_c, hi_c = min(loads), max(loads), min(card), max(card)
+        out: list[int] = []
+        for kid, row, c in zip(ids, rows, counts, strict=True):
+            for _ in range(c):
+                wl = p / (hi_l - lo_l) if hi_l > lo_l else 0.0
+                wc = q / (hi_c - lo_c) if hi_c > lo_c else 0.0
+                home = row[0]
+                best = wl * (loads[home] - lo_l) + wc * (card[home] - lo_c)
+                for x in row[1:]:
+                    h = wl * (loads[x] - lo_l) + wc * (card[x] - lo_c)
+                    if h < best:
+                        home, best = x, h
+                was = card[home]
+                if add(kid, home):  # |C| changed: keep its range exact
+                    now = card[home]
+                    if now > hi_c:
+                        hi_c = now
+                    elif was == hi_c:
+                        hi_c = max(card)
+                    if was == lo_c or now < lo_c:
+                        lo_c = min(card)
+                v = loads[home]
+                loads[home] = v + 1
+                if v == hi_l:
+                    hi_l = v + 1
+                if v == lo_l:
+                    lo_l = min(loads)
+                out.append(home)
+        return np.asarray(out, dtype=np.int64)
