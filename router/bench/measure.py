@@ -21,6 +21,7 @@ REDUCER_HASH_SEED = 42
 
 #: Per-window series summarised in reports: (attribute, label).
 SUMMARY_FIELDS = (
+    ("max_load", "max load L"),
     ("ratio", "max/mean load"),
     ("imbalance", "imbalance I"),
     ("replication", "replication"),

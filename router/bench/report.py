@@ -21,6 +21,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("tuples/s", "tuples_per_s", "{:,.0f}"),
     ("max/mean load", "ratio_mean", "{:.3f}"),
     ("p95 max/mean", "ratio_p95", "{:.3f}"),
+    ("max L", "max_load_mean", "{:.1f}"),
     ("imbalance I", "imbalance_mean", "{:.1f}"),
     ("replication", "replication_mean", "{:.3f}"),
     ("p95 repl.", "replication_p95", "{:.3f}"),
@@ -56,9 +57,12 @@ def rich_table(result: BenchResult) -> Table:
     table.add_column("partitioner", style="bold")
     for header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
-    table.add_column("error", style="red", overflow="fold", max_width=40)
     for run in result.runs:
-        table.add_row(run.label, *_cells(run), run.error or "")
+        table.add_row(run.label, *_cells(run), style=None if run.ok else "dim")
+    errors = [f"{r.label}: {r.error}" for r in result.runs if not r.ok]
+    if errors:
+        table.caption = "n/a: " + "; ".join(errors)
+        table.caption_justify = "left"
     return table
 
 
@@ -132,6 +136,9 @@ def _plot(result: BenchResult, attrs: list[tuple[str, str]], path: Path) -> None
         for run in result.runs:
             if run.ok and run.windows is not None:
                 ax.plot(np.arange(len(run.windows.tuples)), getattr(run.windows, attr), label=run.label, lw=1)
+        ok = [r for r in result.runs if r.ok and r.windows is not None]
+        if attr == "max_load" and ok and ok[0].windows is not None:
+            ax.plot(ok[0].windows.mean_load, "k--", lw=1, label="mean load")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[0, 0].set_title(result.workload)
@@ -151,7 +158,7 @@ def write_report(result: BenchResult, out: Path) -> dict[str, Path]:
         "json": out / "result.json",
         "markdown": out / "report.md",
     }
-    _plot(result, [("max_load", "max load L"), ("mean_load", "mean load"), ("ratio", "max/mean")], paths["load"])
+    _plot(result, [("max_load", "max load L"), ("ratio", "max/mean")], paths["load"])
     _plot(result, [("replication", "replication Γ/K"), ("time", "window time T")], paths["replication"])
     paths["json"].write_text(json.dumps(result_json(result), indent=1) + "\n", encoding="utf-8")
     paths["markdown"].write_text(_markdown(result, ["load.png", "replication.png"]), encoding="utf-8")

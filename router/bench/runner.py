@@ -215,14 +215,15 @@ def run_bench(
     wins, window_of = np.unique(widx, return_inverse=True)
     window_of = window_of.reshape(-1).astype(np.int64)
     red = reducers_of(uniq, spec.m)
+    starts = (wins * mw).astype(np.float64)
     result = BenchResult(
-        workload.name, spec, codes, all_times, window_of, wins * mw, red, mw, [lane.run for lane in lanes]
+        workload.name, spec, codes, all_times, window_of, starts, red, mw, [lane.run for lane in lanes]
     )
     for lane in lanes:
         if lane.run.error is None:
             lane.run.assignment = np.concatenate(lane.parts) if lane.parts else np.zeros(0, np.int32)
             lane.run.windows = window_metrics(
-                codes, lane.run.assignment, window_of, red, spec.n, spec.m, spec.c, wins * mw
+                codes, lane.run.assignment, window_of, red, spec.n, spec.m, spec.c, starts
             )
             lane.run.summary = summarise(lane.run.windows)
             lane.run.summary["tuples_per_s"] = fed / lane.run.seconds if lane.run.seconds > 0 else 0.0
