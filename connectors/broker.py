@@ -49,7 +49,11 @@ def wait_for_metadata(bootstrap: str, timeout: float = 20.0, extra: dict[str, st
 
     deadline = time.monotonic() + timeout
     last: Exception | None = None
-    conf = {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 1000, **(extra or {})}
+    conf: dict[str, str | int | float | bool] = {
+        "bootstrap.servers": bootstrap,
+        "socket.connection.setup.timeout.ms": 1000,
+        **(extra or {}),
+    }
     admin = AdminClient(conf)
     while time.monotonic() < deadline:
         try:

@@ -55,11 +55,12 @@ def read_topic(
             if now - last > idle_s or now - start > timeout_s:
                 break
             for m in consumer.consume(10_000, timeout=0.2):
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         continue
-                    raise BrokerError(f"reading {topic!r}: {m.error().str()}")
-                out.append(TopicRecord(m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1]))
+                    raise BrokerError(f"reading {topic!r}: {err.str()}")
+                out.append(TopicRecord(m.partition() or 0, m.offset() or 0, m.key(), m.value(), m.timestamp()[1]))
                 last = time.monotonic()
     finally:
         consumer.close()

@@ -33,7 +33,7 @@ class ControlMessageError(SkewrouteError, ValueError):
 class _Control(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    v: Literal[1] = CONTROL_VERSION
+    v: Literal[1] = 1
     deployment: str = Field(..., min_length=1, description="router app id; foreign deployments are ignored")
     route: str = Field(..., min_length=1, description="route name")
     sent_ms: int = Field(0, ge=0, description="sender's wall clock (ms)")

@@ -27,7 +27,7 @@ class RoutedRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
-    v: Literal[1] = Field(ROUTED_VERSION, description="schema version")
+    v: Literal[1] = Field(1, description="schema version")
     key: str = Field(..., alias="k", description="the record key")
     event_time: int = Field(..., alias="t", description="event time, epoch milliseconds")
     combiner: int = Field(..., alias="c", ge=0, description="combiner id = partition of the combiner topic")
@@ -100,5 +100,3 @@ def routed_spark_schema() -> Any:
             StructField("d", StringType(), True),
         ]
     )
-
-

@@ -37,6 +37,8 @@ __all__ = [
 
 _config_file: ContextVar[Path | None] = ContextVar("skewroute_config_file", default=None)
 _SECRET_WORDS = ("password", "secret", "token")
+Aggregation = Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k"]
+_DEFAULT_AGGREGATIONS: tuple[Aggregation, ...] = ("count", "sum", "min", "max", "mean")
 
 
 class _Model(BaseModel):
@@ -218,7 +220,7 @@ class SparkSettings(_Model):
     window: str = Field("10 seconds", description="aggregation window length")
     slide: str | None = Field(None, description="aggregation slide (None = tumbling)")
     aggregations: list[Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k"]] = Field(
-        default_factory=lambda: ["count", "sum", "min", "max", "mean"], description="aggregates per key and window"
+        default_factory=lambda: list(_DEFAULT_AGGREGATIONS), description="aggregates per key and window"
     )
     output_mode: Literal["update", "append"] = Field("update", description="Structured Streaming output mode")
     sink: Literal["kafka", "parquet", "console"] = Field("kafka", description="where final aggregates go")

@@ -64,7 +64,7 @@ def get(name: str) -> type[Partitioner]:
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
         _REGISTRY[name] = factory
-    return factory  # type: ignore[return-value]
+    return factory
 
 
 def create(
