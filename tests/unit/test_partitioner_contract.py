@@ -105,7 +105,8 @@ def test_empty_batch(name: str) -> None:
     expected = run(plain, keys)
     got = []
     for s in range(0, 1000, 97):
-        for empty in (np.zeros(0, dtype=np.int64), []):
+        empties: list[np.ndarray | list[int]] = [np.zeros(0, dtype=np.int64), []]
+        for empty in empties:
             res = with_empty.assign(empty, np.zeros(0, dtype=np.int64))
             assert res.dtype == np.int32 and res.shape == (0,)
         chunk = keys[s : s + 97]
@@ -167,7 +168,8 @@ def test_third_party_register() -> None:
     for name in ("to-zero", "to-zero-lazy"):
         part = create(name, 4, seed=1)
         assert isinstance(part, EverythingToZero)
-        np.testing.assert_array_equal(part.assign([b"a", "b", 3]), [0, 0, 0])
+        mixed: list[bytes | str | int] = [b"a", "b", 3]
+        np.testing.assert_array_equal(part.assign(mixed), [0, 0, 0])
     assert get("to-zero-lazy") is EverythingToZero
     with pytest.raises(ValueError, match="already registered"):
         register("hash", EverythingToZero)
