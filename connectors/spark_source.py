@@ -1,0 +1,354 @@
+"""``skewroute-kafka``: a PySpark Python Data Source reading Kafka with confluent-kafka.
+
+Same columns as Spark's built-in ``format("kafka")`` source (``key``, ``value``, ``topic``, ``partition``,
+``offset``, ``timestamp``, ``timestampType``), so the job's downstream code is identical for both. One Spark
+input partition per Kafka partition, in partition order: task ``i`` of a micro-batch reads combiner ``i`` of a
+combiner topic, and Spark's partial aggregation inside that task is the combiner stage.
+
+Options (strings, as Spark passes them)::
+
+    subscribe              topic[,topic...]                       (required)
+    kafka.<property>       any librdkafka property: kafka.bootstrap.servers, kafka.security.protocol,
+                           kafka.sasl.mechanism, kafka.sasl.username, kafka.sasl.password, kafka.ssl.* ...
+    startingOffsets        earliest (default) | latest | {"topic": {"0": 42, "1": -2}}  (-2 earliest, -1 latest)
+    maxRecordsPerTrigger   records per micro-batch at most, shared by lag (alias: maxOffsetsPerTrigger)
+    probeTimeoutMs         how long a tail probe waits for partition EOF (default 5000)
+    readTimeoutMs          how long a task waits for records it knows exist (default 60000)
+
+Offsets are ``{topic: {partition: next offset}}``. ``latestOffset`` finds true partition ends with
+:func:`connectors.kafka_offsets.probe_ends` (Tansu's high watermark hides the tail of the last batch).
+``read`` runs on executors: it builds its own consumer, reads ``[start, end)`` with ``assign()`` and yields
+Arrow record batches; readers keep no client between calls, so they pickle. Secrets live only in the options
+(Spark redacts ``*password*`` options in plans) and are never logged here; ``repr`` masks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from connectors.kafka_offsets import (
+    EARLIEST,
+    LATEST,
+    Offsets,
+    distribute_budget,
+    make_probe_consumer,
+    parse_starting_offsets,
+    probe_ends,
+    topic_partitions,
+)
+from schemas.settings import KafkaSettings
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from confluent_kafka import Consumer
+    from pyspark.sql import SparkSession
+
+__all__ = ["SHORT_NAME", "KafkaDataSource", "kafka_options", "kafka_schema", "register_source"]
+
+SHORT_NAME = "skewroute-kafka"
+_SECRET_WORDS = ("password", "secret", "token")
+_ARROW_CHUNK = 50_000
+
+
+def kafka_schema() -> StructType:
+    """The columns of Spark's Kafka source (without headers)."""
+    return StructType(
+        [
+            StructField("key", BinaryType(), True),
+            StructField("value", BinaryType(), True),
+            StructField("topic", StringType(), True),
+            StructField("partition", IntegerType(), True),
+            StructField("offset", LongType(), True),
+            StructField("timestamp", TimestampType(), True),
+            StructField("timestampType", IntegerType(), True),
+        ]
+    )
+
+
+def kafka_options(kafka: KafkaSettings, prefix: str = "kafka.") -> dict[str, str]:
+    """``KafkaSettings`` as data-source options (``kafka.<librdkafka property>``), consumer extras included."""
+    return {f"{prefix}{k}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in kafka.librdkafka().items()}
+
+
+def register_source(spark: SparkSession) -> None:
+    """Register :class:`KafkaDataSource` under :data:`SHORT_NAME` (idempotent)."""
+    spark.dataSource.register(KafkaDataSource)
+
+
+@dataclass(frozen=True)
+class _Config:
+    """The parsed options (picklable; holds the librdkafka dict, so never printed whole)."""
+
+    topics: tuple[str, ...]
+    conf: tuple[tuple[str, str], ...]
+    starting: str
+    max_records: int | None
+    probe_timeout: float
+    read_timeout: float
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> _Config:
+        opts = {k: v for k, v in options.items()}
+        lower = {k.lower(): v for k, v in opts.items()}
+        topics = tuple(t.strip() for t in lower.get("subscribe", "").split(",") if t.strip())
+        if not topics:
+            raise ValueError(f"{SHORT_NAME}: option 'subscribe' (topic[,topic...]) is required")
+        conf = tuple(sorted((k[6:], v) for k, v in opts.items() if k.lower().startswith("kafka.")))
+        if not any(k == "bootstrap.servers" for k, _ in conf):
+            raise ValueError(f"{SHORT_NAME}: option 'kafka.bootstrap.servers' is required")
+        limit = lower.get("maxrecordspertrigger") or lower.get("maxoffsetspertrigger")
+        return cls(
+            topics=topics,
+            conf=conf,
+            starting=lower.get("startingoffsets", "earliest"),
+            max_records=int(limit) if limit else None,
+            probe_timeout=float(lower.get("probetimeoutms", "5000")) / 1000,
+            read_timeout=float(lower.get("readtimeoutms", "60000")) / 1000,
+        )
+
+    def consumer(self) -> Consumer:
+        """A fresh assign-only consumer."""
+        return make_probe_consumer(dict(self.conf))
+
+    def __repr__(self) -> str:
+        shown = {k: ("***" if any(w in k for w in _SECRET_WORDS) else v) for k, v in self.conf}
+        return f"_Config(topics={self.topics}, conf={shown}, starting={self.starting!r}, max={self.max_records})"
+
+
+class KafkaPartition(InputPartition):
+    """One Kafka partition's offset range ``[start, end)`` = one Spark task."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+
+class KafkaDataSource(DataSource):
+    """Kafka via confluent-kafka, one task per partition (see the module docstring for options)."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The short name for ``format(...)``."""
+        return SHORT_NAME
+
+    def schema(self) -> StructType:
+        """Spark's Kafka columns."""
+        return kafka_schema()
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """The micro-batch reader."""
+        return KafkaStreamReader(_Config.from_options(self.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """A batch reader over ``startingOffsets`` .. the current true ends (``endingOffsets`` not supported)."""
+        return KafkaBatchReader(_Config.from_options(self.options))
+
+
+class _Reading:
+    """Shared: resolve offsets on the driver, read ranges on executors."""
+
+    def __init__(self, cfg: _Config) -> None:
+        self.cfg = cfg
+        self._client: Consumer | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"cfg": self.cfg, "_client": None}  # the driver's consumer never travels to executors
+
+    def _consumer(self) -> Consumer:
+        if self._client is None:
+            self._client = self.cfg.consumer()
+        return self._client
+
+    def _resolve(self, spec: str) -> Offsets:
+        """Starting offsets with EARLIEST/LATEST replaced by real positions (latest = the true end)."""
+        c = self._consumer()
+        counts = topic_partitions(c, list(self.cfg.topics))
+        parsed = parse_starting_offsets(spec, list(self.cfg.topics))
+        out: Offsets = {}
+        for t, n in counts.items():
+            given = {} if isinstance(parsed, str) else parsed.get(t, {})
+            default = EARLIEST if parsed != "latest" else LATEST
+            out[t] = {str(p): int(given.get(str(p), default)) for p in range(n)}
+        lows = {
+            t: {p: c.get_watermark_offsets(_tp(t, p), timeout=10, cached=False)[0] for p in ps} for t, ps in out.items()
+        }
+        latest = {t: {p: lows[t][p] for p, o in ps.items() if o == LATEST} for t, ps in out.items()}
+        ends = probe_ends(c, latest, timeout=self.cfg.probe_timeout) if any(latest.values()) else {}
+        for t, ps in out.items():
+            for p, o in ps.items():
+                if o == EARLIEST:
+                    ps[p] = lows[t][p]
+                elif o == LATEST:
+                    ps[p] = ends[t][p]
+        return out
+
+    def _ends(self, start: Offsets, cap: int | None) -> Offsets:
+        counts = topic_partitions(self._consumer(), list(self.cfg.topics))
+        full = {t: {str(p): start.get(t, {}).get(str(p), 0) for p in range(n)} for t, n in counts.items()}
+        return probe_ends(self._consumer(), full, cap=cap, timeout=self.cfg.probe_timeout)
+
+    def _partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
+        parts = [
+            KafkaPartition(t, int(p), start.get(t, {}).get(p, 0), e)
+            for t in sorted(end)
+            for p, e in sorted(end[t].items(), key=lambda kv: int(kv[0]))
+        ]
+        if all(p.start >= p.end for p in parts):
+            return []
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Records ``[start, end)`` of one partition as Arrow batches (runs on an executor)."""
+        assert isinstance(partition, KafkaPartition)
+        if partition.start >= partition.end:
+            return iter(())
+        return _read_range(self.cfg, partition)
+
+    def _close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class KafkaStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader: offsets resolved and bounded on the driver, ranges read by tasks."""
+
+    def __init__(self, cfg: _Config) -> None:
+        super().__init__(cfg)
+        self._target: Offsets | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "_target": None}
+
+    def initialOffset(self) -> dict:
+        """Where a new query starts (a restarted one resumes from its checkpoint instead)."""
+        return self._resolve(self.cfg.starting)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxRecordsPerTrigger`` when set."""
+        return ReadMaxRows(self.cfg.max_records) if self.cfg.max_records else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """True ends (probed), at most ``limit`` records past ``start`` shared by lag, capped by AvailableNow."""
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        ends = self._ends(start, budget)
+        if self._target is not None:
+            ends = {t: {p: min(e, self._target.get(t, {}).get(p, e)) for p, e in ps.items()} for t, ps in ends.items()}
+        full_start = {t: {p: start.get(t, {}).get(p, 0) for p in ps} for t, ps in ends.items()}
+        return distribute_budget(full_start, ends, budget)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Freeze the target: the true ends now."""
+        self._target = self._ends({}, None)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        """One input partition per Kafka partition, in partition order (task index = combiner id)."""
+        return self._partitions(start, end)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, never in Kafka."""
+
+    def stop(self) -> None:
+        """Close the driver-side consumer."""
+        self._close()
+
+
+class KafkaBatchReader(_Reading, DataSourceReader):
+    """Batch reader: ``startingOffsets`` to the true ends now."""
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """One input partition per Kafka partition."""
+        start = self._resolve(self.cfg.starting)
+        end = self._ends(start, None)
+        self._close()
+        return self._partitions(start, end) or [KafkaPartition(self.cfg.topics[0], 0, 0, 0)]
+
+
+def _tp(topic: str, partition: str | int) -> Any:
+    from confluent_kafka import TopicPartition
+
+    return TopicPartition(topic, int(partition))
+
+
+def _read_range(cfg: _Config, part: KafkaPartition) -> Iterator[pa.RecordBatch]:
+    """Consume ``[start, end)`` of one partition into Arrow batches of at most ``_ARROW_CHUNK`` rows."""
+    import time
+
+    import pyarrow as pa
+    from confluent_kafka import KafkaError, TopicPartition
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from schemas.exceptions import BrokerError
+
+    schema = to_arrow_schema(kafka_schema(), timezone="UTC")
+    consumer = cfg.consumer()
+    cols: tuple[list[Any], ...] = ([], [], [], [], [])  # key, value, offset, timestamp ms, timestamp type
+    next_offset = part.start
+
+    def flush() -> pa.RecordBatch:
+        n = len(cols[0])
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(cols[0], pa.binary()),
+                pa.array(cols[1], pa.binary()),
+                pa.array([part.topic] * n, pa.string()),
+                pa.array([part.partition] * n, pa.int32()),
+                pa.array(cols[2], pa.int64()),
+                pa.array([t * 1000 for t in cols[3]], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                pa.array(cols[4], pa.int32()),
+            ],
+            schema=schema,
+        )
+        for c in cols:
+            c.clear()
+        return batch
+
+    try:
+        consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
+        deadline = time.monotonic() + cfg.read_timeout
+        while next_offset < part.end:
+            msgs = consumer.consume(min(10_000, part.end - next_offset + 1), timeout=0.2)
+            if not msgs and time.monotonic() > deadline:
+                raise BrokerError(
+                    f"{part.topic}[{part.partition}]: offsets {next_offset}..{part.end} not readable "
+                    f"within {cfg.read_timeout:.0f} s"
+                )
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise BrokerError(f"reading {part.topic}[{part.partition}]: {err.str()}")
+                off = m.offset() or 0
+                if off >= part.end:
+                    next_offset = part.end
+                    break
+                ts_type, ts = m.timestamp()
+                cols[0].append(m.key())
+                cols[1].append(m.value())
+                cols[2].append(off)
+                cols[3].append(ts)
+                cols[4].append(ts_type - 1 if ts_type > 0 else -1)  # librdkafka 1/2 = Kafka 0/1
+                next_offset = off + 1
+                if len(cols[0]) >= _ARROW_CHUNK:
+                    yield flush()
+            if msgs:
+                deadline = time.monotonic() + cfg.read_timeout
+        if cols[0]:
+            yield flush()
+    finally:
+        consumer.close()
