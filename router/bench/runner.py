@@ -134,7 +134,8 @@ class _Lane:
             self.fail(exc)
 
     def fail(self, exc: BaseException) -> None:
-        self.run.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        text = " ".join(line.strip() for line in f"{type(exc).__name__}: {exc}".splitlines())
+        self.run.error = text[:300]
         self.routers, self.parts = [], []
 
     def assign(self, keys: np.ndarray, times: I64, chunks: list[tuple[int, npt.NDArray[np.intp]]]) -> None:
