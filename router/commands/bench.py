@@ -92,7 +92,7 @@ def bench(
         if suite != "papers":
             console.print(f"[red]unknown suite {suite!r}; available: papers[/red]")
             raise typer.Exit(2)
-        reproduce(tuples=tuples or 100_000, out=out or Path("reports/papers"))
+        reproduce(tuples=tuples or 100_000, out=out or Path("reports/papers"), only=None)
         return
     from router.bench import run_bench
     from router.bench.report import default_report_dir, rich_table, write_report
