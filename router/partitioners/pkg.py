@@ -131,30 +131,37 @@ class PKGPartitioner(GroupedPartitioner):
     def _decide2(self, cand: I64, counts: I64) -> npt.ArrayLike:
         """``d = 2``: :func:`water_fill`'s closed form inlined (the hot loop of the data path)."""
         loads = self.loads
-        sa: list[int] = []
-        sb: list[int] = []
-        xs: list[int] = []
-        split = False
+        xs: list[int] = []  # tuples of each key on its first candidate
+        splits: list[tuple[int, int, int]] = []  # (key, load of a, load of b) for keys on both
         for a, b, c in zip(cand[:, 0].tolist(), cand[:, 1].tolist(), counts.tolist(), strict=True):
             la = loads[a]
             lb = loads[b]
-            sa.append(la)
-            sb.append(lb)
             if la <= lb:
                 gap = lb - la
-                xa = c if c <= gap else gap + (c - gap + 1) // 2
+                if c <= gap:
+                    loads[a] = la + c
+                    xs.append(c)
+                    continue
+                xa = gap + (c - gap + 1) // 2
             else:
                 gap = la - lb
-                xa = 0 if c <= gap else (c - gap + 1) // 2
+                if c <= gap:
+                    loads[b] = lb + c
+                    xs.append(0)
+                    continue
+                xa = (c - gap + 1) // 2
+            splits.append((len(xs), la, lb))
             xs.append(xa)
             loads[a] = la + xa
             loads[b] = lb + c - xa
-            split = split or 0 < xa < c
         take_a = np.asarray(xs, dtype=np.int64)
-        if not split:  # every key went to one candidate: no per-tuple ordering needed
+        if not splits:  # every key went to one candidate: no per-tuple ordering needed
             return np.repeat(np.where(take_a > 0, cand[:, 0], cand[:, 1]), counts)
+        where, la_, lb_ = (np.asarray(col, dtype=np.int64) for col in zip(*splits, strict=True))
+        starts = np.zeros((counts.shape[0], 2), dtype=np.int64)
+        starts[where, 0] = la_
+        starts[where, 1] = lb_
         take = np.stack([take_a, counts - take_a], axis=1).reshape(-1)
         keep = take > 0
         owners = np.repeat(np.arange(counts.shape[0]), 2)[keep]
-        starts = np.stack([np.asarray(sa), np.asarray(sb)], axis=1).reshape(-1)[keep]
-        return greedy_sequence(cand.reshape(-1)[keep], starts, take[keep], owners)
+        return greedy_sequence(cand.reshape(-1)[keep], starts.reshape(-1)[keep], take[keep], owners)
