@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from connectors.workloads import Workload, parse_spec, tagged_batches
-from router.bench.measure import WindowMetrics, reducers_of, summarise, window_metrics
+from router.bench.measure import WindowMetrics, summarise, window_metrics
 from router.partitioners import Partitioner, available, create
 
 __all__ = ["BenchResult", "BenchSpec", "PartitionerRun", "run_bench", "sync_routers"]
@@ -70,7 +70,11 @@ class PartitionerRun:
 
 @dataclass
 class BenchResult:
-    """Everything a report needs: the stream (key codes, times, windows) and each partitioner's run."""
+    """Everything a report needs: the stream and each partitioner's run.
+
+    ``codes`` are dense key codes per tuple (0..K-1, for per-key analyses), ``window_of`` the dense index
+    of each tuple's metric window (tumbling, ``floor(t / metric_window)``), ``window_starts`` their starts.
+    """
 
     workload: str
     spec: BenchSpec
@@ -78,7 +82,6 @@ class BenchResult:
     times: I64
     window_of: I64
     window_starts: npt.NDArray[np.float64]
-    reducer_of_code: I64
     metric_window: float
     runs: list[PartitionerRun]
 
@@ -167,11 +170,13 @@ class _Lane:
         self.run.sync_seconds += time.perf_counter() - t0
 
 
-def _codes(keys: list[np.ndarray]) -> tuple[I64, np.ndarray]:
+def _codes(keys: list[np.ndarray]) -> tuple[np.ndarray, I64]:
+    """All keys of the run, concatenated, and a dense code per tuple (for per-key analyses)."""
     if not keys:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    uniq, inverse = np.unique(np.concatenate(keys), return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64), uniq
+    everything = np.concatenate(keys)
+    _, inverse = np.unique(everything, return_inverse=True)
+    return everything, inverse.reshape(-1).astype(np.int64)
 
 
 def run_bench(
@@ -209,23 +214,18 @@ def run_bench(
                 lane.sync()
         if progress is not None:
             progress(len(keys))
-    codes, uniq = _codes(keys_seen)
+    all_keys, codes = _codes(keys_seen)
     all_times = np.concatenate(times_seen) if times_seen else np.zeros(0, dtype=np.int64)
     mw = float(spec.metric_window or spec.slide)
     widx = np.floor_divide(all_times, mw).astype(np.int64)
     wins, window_of = np.unique(widx, return_inverse=True)
     window_of = window_of.reshape(-1).astype(np.int64)
-    red = reducers_of(uniq, spec.m)
     starts = (wins * mw).astype(np.float64)
-    result = BenchResult(
-        workload.name, spec, codes, all_times, window_of, starts, red, mw, [lane.run for lane in lanes]
-    )
+    result = BenchResult(workload.name, spec, codes, all_times, window_of, starts, mw, [lane.run for lane in lanes])
     for lane in lanes:
         if lane.run.error is None:
             lane.run.assignment = np.concatenate(lane.parts) if lane.parts else np.zeros(0, np.int32)
-            lane.run.windows = window_metrics(
-                codes, lane.run.assignment, window_of, red, spec.n, spec.m, spec.c, starts
-            )
+            lane.run.windows = window_metrics(all_keys, lane.run.assignment, widx, mw, spec.n, spec.m, spec.c)
             lane.run.summary = summarise(lane.run.windows)
             lane.run.summary["tuples_per_s"] = fed / lane.run.seconds if lane.run.seconds > 0 else 0.0
     return result
