@@ -1,0 +1,333 @@
+"""FISH (papers/002): epoch-based hot-key counting with decay, CHK, heuristic worker assignment.
+
+Per tuple, the paper (Alg. 1-3) does:
+
+1. **Counting** (Alg. 1): a space-saving top-``K_max`` counter; a new key takes a free slot with count 1,
+   or replaces the key with the smallest count and gets ``min + 1``; every ``N_epoch`` tuples all counters
+   are multiplied by ``alpha``.
+2. **CHK** (Alg. 2): with ``f_k = c_k / (decayed tuple count)``, a key with ``f_k > theta`` gets
+   ``d = n / 2^floor(log2(f_top / f_k))`` candidates (floored to an integer, at least ``d_min``, at most
+   ``n``), and ``d = M_k = max(M_k, d)``: ``M_k`` is the largest ``d`` the key got while it stayed tracked
+   (it is forgotten when the key leaves the counter). Other keys get 2 candidates (PKG).
+3. **Candidates**: the first ``d`` distinct combiners clockwise from the key on a consistent-hash ring with
+   ``virtual_nodes`` points per combiner (:mod:`router.partitioners.ring`).
+4. **Assignment** (Alg. 3): the candidate with the smallest estimated waiting time ``C_w * P_w`` (ties: the
+   first candidate on the ring), then ``C_w += 1``. When more than ``interval`` time units passed since the
+   last estimate, every backlog drains: ``C_w = max(0, C_w - elapsed / P_w)``.
+
+Decisions where the paper is open (see ALGORITHMS.md):
+
+- ``N_w`` of Eq. 1 is already in ``C_w`` (Alg. 3 line 18 adds every assignment to ``C_w``), so the drain
+  uses ``C_w`` alone, and subtracts the elapsed time (``>= T``) rather than exactly ``T``.
+- ``P_w`` (time per tuple, in the unit of ``times``) comes from :meth:`FISHPartitioner.report_capacity`.
+  Without feedback all ``P_w`` are equal and unknown: the combiners are assumed to keep pace with the input
+  together, so each backlog drains by its fair share ``(tuples routed since the last drain) / n``; the
+  choice is then least-loaded on that leaky backlog.
+- ``d_min`` defaults to 2 (the paper ties it to the hot keys' total share without a formula); the ring uses
+  64 virtual nodes per combiner (the paper gives none); ``interval`` defaults to 10,000 time units (the
+  paper's 10 s in milliseconds).
+
+Batching approximations (the router assigns batches; per-tuple Python would cost ~1 us per tuple):
+
+- A batch is cut at epoch boundaries into segments; each segment is handled per *distinct key*.
+- Counting: each distinct key of a segment updates the counter once with its segment count ``c``
+  (``c_k += c``; a newcomer gets a free slot with ``c`` or replaces a victim with ``victim + c``).
+  Newcomers (in first-appearance order) replace the smallest counters (ascending) among the keys *not*
+  seen in this segment, all at once: a newcomer never evicts another key of the same segment. If a segment
+  has more newcomers than evictable slots, those with the largest segment counts are tracked, the rest stay
+  untracked (frequency 0) for this segment.
+- CHK runs once per distinct key after the segment's counts are in (so a key's own later tuples of the
+  segment count towards its hotness: a look-ahead of at most one segment).
+- Assignment processes the segment's distinct keys by descending count (ties: first appearance) and gives
+  each key's ``c`` tuples to its candidates by water-filling the waiting times, i.e. what the per-tuple
+  greedy does when the key's tuples arrive back to back (exact up to ties for small ``c``; for large ``c``
+  a closed-form level plus a greedy remainder). Within a key, the tuples go to its candidates in arrival
+  order, candidate by candidate in ring order.
+- The drain check runs once per segment, at the segment's first time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from router.partitioners.base import Partitioner
+from router.partitioners.keys import KeyBatch, KeyCodec
+from router.partitioners.ring import ConsistentRing
+from router.partitioners.waterfill import pair_fill, two_choice, water_fill
+
+__all__ = ["FISHPartitioner"]
+
+I64 = npt.NDArray[np.int64]
+#: Split keys of a segment: (key index, combiners, tuples per combiner).
+Split = list[tuple[int, list[int], list[int]]]
+
+
+class FISHPartitioner(Partitioner):
+    """FISH with the paper's defaults; every threshold is a constructor argument.
+
+    ``alpha``: counter decay per epoch; ``theta``: hot share (default ``1/(4n)``); ``epoch``: tuples per
+    epoch (``N_epoch``); ``k_max``: counters kept; ``d_min``: fewest candidates of a hot key;
+    ``interval``: drain period ``T`` of the backlog estimate (unit of ``times``); ``virtual_nodes``: ring
+    points per combiner.
+    """
+
+    name = "fish"
+    splits_keys = True
+    n_hashes = 1
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        alpha: float = 0.2,
+        theta: float | None = None,
+        epoch: int = 1000,
+        k_max: int = 1000,
+        d_min: int = 2,
+        interval: float = 10_000,
+        virtual_nodes: int = 64,
+        **kw: Any,
+    ) -> None:
+        super().__init__(n, **kw)
+        if not 0 < alpha <= 1:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
+        if theta is not None and not 0 < theta < 1:
+            raise ValueError(f"theta must be in (0, 1), got {theta!r}")
+        for label, value in (("epoch", epoch), ("k_max", k_max), ("d_min", d_min), ("virtual_nodes", virtual_nodes)):
+            if int(value) != value or value < 1:
+                raise ValueError(f"{label} must be a positive integer, got {value!r}")
+        if not interval > 0:
+            raise ValueError(f"interval must be > 0, got {interval!r}")
+        self.alpha = float(alpha)
+        self.theta = 1.0 / (4 * self.n) if theta is None else float(theta)
+        self.epoch = int(epoch)
+        self.k_max = int(k_max)
+        self.d_min = int(d_min)
+        self.interval = float(interval)
+        self.virtual_nodes = int(virtual_nodes)
+        self._params.update(
+            alpha=alpha, theta=theta, epoch=epoch, k_max=k_max, d_min=d_min, interval=interval,
+            virtual_nodes=virtual_nodes,
+        )  # fmt: skip
+        self.ring = ConsistentRing(range(self.n), self.virtual_nodes, self.hash_seed)
+        # Space-saving counter: slots [0, used) are occupied; M_k per slot; a sorted id index for lookups.
+        self._ids = np.zeros(self.k_max, dtype=np.uint64)
+        self._cnt = np.zeros(self.k_max, dtype=np.float64)
+        self._m = np.zeros(self.k_max, dtype=np.int64)
+        self._used = 0
+        self._sorted_ids = np.zeros(0, dtype=np.uint64)
+        self._sorted_slots = np.zeros(0, dtype=np.int64)
+        self._mass = 0.0  # decayed tuple count (the denominator of f_k)
+        self._in_epoch = 0
+        # Worker state estimate (Alg. 3).
+        self._backlog: list[float] = [0.0] * self.n
+        self._ptime: list[float] | None = None
+        self._t_prev: float | None = None
+        self._since = 0
+
+    # -- public extras ---------------------------------------------------------------------------
+    def report_capacity(self, time_per_tuple: Sequence[float] | None) -> None:
+        """Set each combiner's sampled processing time per tuple ``P_w`` (unit of ``times``).
+
+        ``None`` returns to "no feedback" (all equal, fair-share drain). Takes effect immediately.
+        """
+        if time_per_tuple is None:
+            self._ptime = None
+            return
+        p = [float(v) for v in time_per_tuple]
+        if len(p) != self.n or not all(math.isfinite(v) and v > 0 for v in p):
+            raise ValueError(f"time_per_tuple needs {self.n} positive finite values, got {p!r}")
+        self._ptime = p
+
+    def degree(self, keys: npt.ArrayLike | Sequence[bytes | str | int]) -> I64:
+        """Candidates each key would get now (CHK on the current counters; read-only)."""
+        batch = KeyCodec(0, self.hash_seed).encode(keys)
+        return self._classify(self._lookup(batch.ids), store=False)[batch.inverse]
+
+    def backlog(self) -> list[float]:
+        """Current estimate of unprocessed tuples ``C_w`` per combiner."""
+        return list(self._backlog)
+
+    # -- counting --------------------------------------------------------------------------------
+    def _lookup(self, ids: npt.NDArray[np.uint64]) -> I64:
+        """Slot of each id (-1 when untracked)."""
+        slots = np.full(ids.shape[0], -1, dtype=np.int64)
+        if self._used:
+            pos = np.minimum(np.searchsorted(self._sorted_ids, ids), self._used - 1)
+            hit = self._sorted_ids[pos] == ids
+            slots[hit] = self._sorted_slots[pos[hit]]
+        return slots
+
+    def _count(self, ids: npt.NDArray[np.uint64], cnt: I64) -> I64:
+        """Add a segment's per-key counts (batched space-saving); returns each key's slot (-1: untracked)."""
+        slots = self._lookup(ids)
+        found = slots >= 0
+        self._cnt[slots[found]] += cnt[found]
+        new = np.flatnonzero(~found)
+        if new.size:
+            used = self._used
+            free = new[: self.k_max - used]
+            fresh = np.arange(used, used + free.size)
+            self._ids[fresh] = ids[free]
+            self._cnt[fresh] = cnt[free]
+            self._m[fresh] = 0
+            slots[free] = fresh
+            self._used = used + free.size
+            rest = new[free.size :]
+            if rest.size:
+                touched = np.zeros(self.k_max, dtype=bool)
+                touched[slots[slots >= 0]] = True
+                evictable = np.flatnonzero(~touched)
+                if rest.size > evictable.size:
+                    keep = np.argsort(-cnt[rest], kind="stable")[: evictable.size]
+                    rest = rest[np.sort(keep)]
+                victims = evictable[np.argsort(self._cnt[evictable], kind="stable")[: rest.size]]
+                self._ids[victims] = ids[rest]
+                self._cnt[victims] += cnt[rest]
+                self._m[victims] = 0
+                slots[rest] = victims
+            order = np.argsort(self._ids[: self._used], kind="stable")
+            self._sorted_ids = self._ids[order]
+            self._sorted_slots = order
+        self._mass += float(cnt.sum())
+        return slots
+
+    def _end_epoch(self) -> None:
+        self._cnt[: self._used] *= self.alpha
+        self._mass *= self.alpha
+        self._in_epoch = 0
+
+    def _classify(self, slots: I64, *, store: bool = True) -> I64:
+        """CHK (Alg. 2) per key slot: number of candidates, updating ``M_k`` when ``store``."""
+        d = np.full(slots.shape[0], min(2, self.n), dtype=np.int64)
+        if not self._used or self._mass <= 0:
+            return d
+        c = np.where(slots >= 0, self._cnt[np.maximum(slots, 0)], 0.0)
+        hot = c / self._mass > self.theta
+        if hot.any():
+            top = float(self._cnt[: self._used].max())
+            index = np.floor(np.log2(top / c[hot]) + 1e-9).astype(np.int64)
+            dh = np.right_shift(self.n, np.clip(index, 0, 62))
+            dh = np.minimum(np.maximum(dh, self.d_min), self.n)
+            hs = slots[hot]
+            dh = np.maximum(dh, self._m[hs])
+            if store:
+                self._m[hs] = dh
+            d[hot] = dh
+        return d
+
+    # -- assignment ------------------------------------------------------------------------------
+    def _drain(self, now: float) -> None:
+        if self._t_prev is None:
+            self._t_prev = now
+            return
+        elapsed = now - self._t_prev
+        if elapsed <= self.interval:
+            return
+        if self._ptime is None:
+            share = self._since / self.n
+            self._backlog = [max(0.0, b - share) for b in self._backlog]
+        else:
+            self._backlog = [max(0.0, b - elapsed / p) for b, p in zip(self._backlog, self._ptime, strict=True)]
+        self._t_prev = now
+        self._since = 0
+
+    def _route(self, hashes: npt.NDArray[np.uint32], d: I64, cnt: I64) -> tuple[I64, Split]:
+        """Water-fill each key's tuples over its candidates, largest keys first.
+
+        Returns the combiner of every single-combiner key (-1 for split keys) and, for split keys,
+        ``(key, combiners, tuples per combiner)``.
+        """
+        k = cnt.shape[0]
+        loads, ptime = self._backlog, self._ptime
+        cand = self.ring.candidates(hashes, int(d.max()))
+        if cand.shape[1] == 1:  # n == 1
+            loads[0] += float(cnt.sum())
+            return cand[:, 0].copy(), []
+        worker = np.full(k, -1, dtype=np.int64)
+        split: Split = []
+        top = int(cnt.max())
+        # Descending count, ties by first appearance (a radix sort when the counts fit 16 bits).
+        order = np.argsort((top - cnt).astype(np.uint16) if top < 1 << 16 else -cnt, kind="stable")
+        # One-tuple PKG keys sort last (unless a one-tuple key is hot): they take the tight loop.
+        ones = cnt == 1
+        n_single = int(np.count_nonzero(ones))
+        if n_single and int(np.count_nonzero(ones & (d == 2))) != n_single:
+            n_single = 0
+        head = order[: k - n_single]
+        c_list = cnt[head].tolist()
+        d_list = d[head].tolist()
+        for u, row, c, du in zip(head.tolist(), cand[head].tolist(), c_list, d_list, strict=True):
+            if du == 2 and ptime is None:
+                a, b = row[0], row[1]
+                xa = pair_fill(loads[a], loads[b], c)
+                loads[a] += xa
+                loads[b] += c - xa
+                if xa == c or xa == 0:
+                    worker[u] = a if xa else b
+                else:
+                    split.append((u, [a, b], [xa, c - xa]))
+                continue
+            cands = row[:du]
+            x = water_fill(cands, c, loads, ptime)
+            ws, xs = [], []
+            for w, xi in zip(cands, x, strict=True):
+                if xi:
+                    loads[w] += xi
+                    ws.append(w)
+                    xs.append(xi)
+            if len(ws) == 1:
+                worker[u] = ws[0]
+            else:
+                split.append((u, ws, xs))
+        if n_single:
+            tail = order[k - n_single :]
+            chosen = two_choice(cand[tail, 0].tolist(), cand[tail, 1].tolist(), loads, ptime)
+            worker[tail] = np.frombuffer(chosen, dtype=np.int64)
+        return worker, split
+
+    def _segment(self, batch: KeyBatch, inv: npt.NDArray[np.intp], whole: bool) -> I64:
+        """Count, classify and assign one segment (within one epoch) of the batch."""
+        if whole:
+            present = np.arange(batch.distinct)
+            cnt = batch.counts()
+            local = inv
+        else:
+            full = np.bincount(inv, minlength=batch.distinct)
+            present = np.flatnonzero(full)
+            cnt = full[present].astype(np.int64)
+            remap = np.zeros(batch.distinct, dtype=np.int64)
+            remap[present] = np.arange(present.shape[0])
+            local = remap[inv]
+        slots = self._count(batch.ids[present], cnt)
+        d = self._classify(slots)
+        worker, split = self._route(batch.hashes[present, 0], d, cnt)
+        out = worker[local]
+        if split:
+            small = local.astype(np.uint16) if cnt.shape[0] <= 1 << 16 else local  # radix sort when it fits
+            order = np.argsort(small, kind="stable")
+            start = np.concatenate(([0], np.cumsum(cnt)))
+            pos = np.concatenate([order[start[u] : start[u + 1]] for u, _, _ in split])
+            out[pos] = np.repeat([w for _, ws, _ in split for w in ws], [x for _, _, xs in split for x in xs])
+        self._since += int(inv.shape[0])
+        return out
+
+    def _assign(self, batch: KeyBatch, times: np.ndarray) -> np.ndarray:
+        size = batch.size
+        out = np.empty(size, dtype=np.int64)
+        start = 0
+        while start < size:
+            end = min(size, start + self.epoch - self._in_epoch)
+            self._drain(float(times[start]))
+            whole = start == 0 and end == size
+            out[start:end] = self._segment(batch, batch.inverse[start:end], whole)
+            self._in_epoch += end - start
+            if self._in_epoch >= self.epoch:
+                self._end_epoch()
+            start = end
+        return out
