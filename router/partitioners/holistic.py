@@ -132,6 +132,8 @@ class _AffinityPartitioner(HolisticPartitioner):
         loads = self.loads
         store = self.store
         metric: list[Any] = loads if self.by_tuples else store.card
+        if isinstance(store, ExactSets) and not self.sliding:
+            return np.repeat(self._choose_exact(store, metric, ids, rows, counts), count_arr)
         find, add = store.find, store.add
         refresh = self.sliding
         choice: list[int] = []
@@ -149,6 +151,28 @@ class _AffinityPartitioner(HolisticPartitioner):
             loads[home] += c
             choice.append(home)
         return np.repeat(np.asarray(choice, dtype=np.int64), count_arr)
+
+    def _choose_exact(
+        self, store: ExactSets, metric: list[Any], ids: list[int], rows: list[list[int]], counts: list[int]
+    ) -> npt.NDArray[np.int64]:
+        """Tumbling windows with exact sets, inlined: a placed key sits in exactly one set, its home."""
+        loads, card, where, block = self.loads, store.card, store.where, store.block
+        choice: list[int] = []
+        for kid, row, c in zip(ids, rows, counts, strict=True):
+            ent = where.get(kid)
+            if ent is None:
+                home = row[0]
+                best = metric[home]
+                for x in row[1:]:
+                    if metric[x] < best:
+                        home, best = x, metric[x]
+                where[kid] = {home: block}
+                card[home] += 1
+            else:
+                home = next(iter(ent))
+            loads[home] += c
+            choice.append(home)
+        return np.asarray(choice, dtype=np.int64)
 
 
 class AMPartitioner(_AffinityPartitioner):
