@@ -22,6 +22,7 @@ one combiner, and ``L`` grows by the key's batch count at its first appearance.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -46,6 +47,7 @@ class HolisticPartitioner(GroupedPartitioner):
     """
 
     splits_keys: ClassVar[bool] = True
+    n_hashes: ClassVar[int] = 2  # the default d; the codec actually computes d hashes (``_hash_count``)
 
     def __init__(
         self,
@@ -109,11 +111,16 @@ class HolisticPartitioner(GroupedPartitioner):
             self.block_loads[self.block] = add if prev is None else prev + add
         return seq
 
+    @abstractmethod
     def _choose(
         self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
     ) -> npt.NDArray[np.int64]:
-        """Algorithm hook: decide the keys in order, update ``loads``/``store``, return the sequence."""
-        raise NotImplementedError
+        """Algorithm hook: decide a segment's keys in key-grouped order.
+
+        ``ids``, ``rows`` (candidates) and ``counts`` describe the keys (``count_arr`` is ``counts`` as an
+        array). Must update ``self.loads`` and ``self.store`` tuple by tuple as the paper's algorithm would
+        on the grouped order, and return every tuple's combiner in that order.
+        """
 
 
 class _AffinityPartitioner(HolisticPartitioner):
