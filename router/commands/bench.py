@@ -1,4 +1,16 @@
-"""CLI: ``skewroute bench`` (compare partitioners), ``skewroute advise``, ``skewroute reproduce``."""
+"""CLI: ``skewroute bench`` (compare partitioners), ``skewroute advise``, ``skewroute reproduce``.
+
+Examples::
+
+    skewroute bench -w zipf:s=1.5,keys=10000 -p hash,pkg,cam,dalton -n 8 -m 4 --routers 2 --tuples 200000
+    skewroute bench -w flights:key=tailnum          # event time; window 7 days / slide 1 day by default
+    skewroute bench -w file:path=sample.jsonl,key=user,time=ts
+    skewroute advise -w words:lang=en --tuples 50000
+    skewroute bench --suite papers                  # = skewroute reproduce
+
+Workload specs: ``uniform``, ``zipf``, ``alternating``, ``zipf-drift``, ``evolving``, ``multi``,
+``flights``, ``words``, ``file`` (see :mod:`connectors.workloads` and :mod:`connectors.datasets`).
+"""
 
 from __future__ import annotations
 
