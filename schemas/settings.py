@@ -204,6 +204,13 @@ class RouterSettings(_Model):
     control_topic: str = Field("skewroute.control", description="Dalton sync control topic")
     dsync_ms: int = Field(1_000, ge=10, description="initial Dalton sync interval (ms)")
     state_dir: Path = Field(Path(".skewroute"), description="where workers keep local state")
+    max_key_bytes: int = Field(4096, ge=1, description="longer record keys (UTF-8 bytes) are dead-lettered")
+    log_format: Literal["json", "text"] = Field("json", description="router logs: JSON lines or plain text")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="router log level")
+    shutdown_timeout_s: float = Field(
+        30.0, gt=0, description="on SIGTERM, longest wait for the last batch to be delivered and committed"
+    )
+    window_metrics: bool = Field(True, description="compute per-window combiner load and replication metrics")
 
 
 class SparkSettings(_Model):

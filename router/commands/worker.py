@@ -1,9 +1,156 @@
-"""CLI: placeholder, filled in by the issue that owns it."""
+"""CLI: ``skewroute router`` runs a router worker; ``skewroute status`` shows workers' metrics live."""
 
 from __future__ import annotations
 
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
 import typer
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+from schemas.exceptions import ConfigError
+
+console = Console(stderr=True)
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="YAML/TOML settings file (default: $SKEWROUTE_CONFIG)")
+WebPortOpt = typer.Option(None, "--web-port", help="Faust web port (metrics at /metrics); overrides router.web_port")
+LogLevelOpt = typer.Option("info", "--loglevel", "-l", help="Faust's log level")
+UrlOpt = typer.Option(["http://127.0.0.1:6066/metrics"], "--url", "-u", help="a worker's /metrics URL (repeatable)")
+IntervalOpt = typer.Option(1.0, "--interval", "-i", min=0.1, help="seconds between refreshes")
+OnceOpt = typer.Option(False, "--once", help="print one table and exit")
+
+
+def router(config: Path | None = ConfigOpt, web_port: int | None = WebPortOpt, loglevel: str = LogLevelOpt) -> None:
+    """Run a router worker: route every configured raw topic until SIGTERM/SIGINT (then flush, commit, leave)."""
+    import faust
+
+    from router.app import create_app
+    from schemas.settings import SkewrouteSettings
+
+    try:
+        settings = SkewrouteSettings.load(config)
+    except ConfigError as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from None
+    if not settings.routes:
+        console.print("[red]no routes configured[/] (settings: routes: [{raw_topic: ...}])")
+        raise typer.Exit(2)
+    console.print(
+        f"router [bold]{settings.router.app_id}[/]: {len(settings.routes)} route(s) "
+        f"({', '.join(f'{r.raw_topic} -> {r.combiner_topic_name} [{r.partitioner.name}]' for r in settings.routes)}); "
+        f"kafka {settings.kafka.redacted()}"
+    )
+    app = create_app(settings, web_port=web_port)
+    faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
+
+
+@dataclass
+class _RouteView:
+    values: dict[str, float] = field(default_factory=dict)
+    loads: dict[int, float] = field(default_factory=dict)
+    dead: dict[str, float] = field(default_factory=dict)
+    partitioner: str = "?"
+    instance: str = "?"
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user info (credentials never reach the terminal)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def scrape(url: str, timeout: float = 3.0) -> dict[str, _RouteView]:
+    """The skewroute metrics of one worker, per route."""
+    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - a URL the user gave
+        text = resp.read().decode()
+    views: dict[str, _RouteView] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            route = s.labels.get("route")
+            if route is None:
+                continue
+            v = views.setdefault(route, _RouteView())
+            if s.name == "skewroute_combiner_load":
+                v.loads[int(s.labels["combiner"])] = s.value
+            elif s.name == "skewroute_tuples_dead_lettered_total":
+                v.dead[s.labels["field"]] = s.value
+            elif s.name == "skewroute_route_info":
+                v.partitioner, v.instance = s.labels["partitioner"], s.labels["instance"]
+            else:
+                v.values[s.name] = v.values.get(s.name, 0.0) + s.value
+    return views
+
+
+def _tables(urls: list[str], prev: dict[tuple[str, str], tuple[float, float]]) -> Group:
+    tables = []
+    now = time.monotonic()
+    for url in urls:
+        shown = redact_url(url)
+        try:
+            views = scrape(url)
+        except OSError as exc:
+            tables.append(Table(title=f"{shown}: [red]unreachable ({getattr(exc, 'reason', exc)})[/]"))
+            continue
+        instance = next((v.instance for v in views.values()), "?")
+        t = Table(title=f"{shown} — worker {instance} — {time.strftime('%H:%M:%S')}", title_justify="left")
+        for col in ("route [algo]", "parts", "in", "out", "DLQ", "in/s", "batch ms", "µs/t", "max/mean", "repl"):
+            t.add_column(col, justify="left" if col.startswith("route") else "right")
+        t.add_column("loads (last window)")
+        for route, v in sorted(views.items()):
+            val = v.values.get
+            tin = val("skewroute_tuples_in_total", 0.0)
+            last = prev.get((url, route))
+            rate = (tin - last[1]) / (now - last[0]) if last and now > last[0] else 0.0
+            prev[(url, route)] = (now, tin)
+            count = val("skewroute_batch_seconds_count", 0.0)
+            batch_ms = 1000 * val("skewroute_batch_seconds_sum", 0.0) / count if count else 0.0
+            loads = [v.loads[i] for i in sorted(v.loads)]
+            top = max(loads) if loads else 0.0
+            bars = "".join(" ▁▂▃▄▅▆▇█"[int(8 * x / top)] if top else " " for x in loads)
+            t.add_row(
+                f"{route} [{v.partitioner}]",
+                f"{val('skewroute_assigned_partitions', 0):.0f}",
+                f"{tin:,.0f}",
+                f"{val('skewroute_tuples_out_total', 0):,.0f}",
+                f"{sum(v.dead.values()):,.0f}",
+                f"{rate:,.0f}",
+                f"{batch_ms:.1f}",
+                f"{1e6 * val('skewroute_partitioner_seconds_per_tuple', 0):.2f}",
+                f"{val('skewroute_window_imbalance_ratio', 0):.2f}",
+                f"{val('skewroute_window_replication', 0):.3f}",
+                bars,
+            )
+        tables.append(t)
+    return Group(*tables)
+
+
+def status(urls: list[str] = UrlOpt, interval: float = IntervalOpt, once: bool = OnceOpt) -> None:
+    """Show router workers' metrics live (reads each worker's /metrics endpoint)."""
+    prev: dict[tuple[str, str], tuple[float, float]] = {}
+    out = Console()
+    if once:
+        out.print(_tables(urls, prev))
+        return
+    with Live(_tables(urls, prev), console=out, refresh_per_second=4) as live:
+        try:
+            while True:
+                time.sleep(interval)
+                live.update(_tables(urls, prev))
+        except KeyboardInterrupt:
+            pass
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to app."""
+    """Add ``router`` and ``status`` to the CLI."""
+    app.command("router")(router)
+    app.command("status")(status)

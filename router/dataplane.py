@@ -1,0 +1,372 @@
+"""The data plane of one route: a thread running the batch loop on confluent-kafka clients.
+
+Per batch (STYLE.md §5): take up to ``batch_max_records`` raw records, extract keys/times
+(:mod:`router.extract`), ``assign`` them with the route's partitioner, produce each routed record to
+partition ``c`` of the combiner topic and each bad record to the DLQ, wait until Kafka acknowledged all of
+them, then commit the raw offsets. Nothing is committed before its outputs are acknowledged, so a crash
+replays (at-least-once; consumers deduplicate on the source position ``(tp, p, o)``). With
+``delivery=exactly_once`` the batch's outputs and its offsets go in one Kafka transaction instead.
+
+Several workers of a deployment share the raw partitions through the consumer group
+``<app_id>.<route>``. A rebalance happens inside ``consume()``, i.e. between batches, when everything
+consumed so far is delivered and committed, so no batch straddles it. The partitioner instance is kept
+across rebalances: its state is this worker's local view of the load it sent to the combiners (which
+is still true), and keys of newly assigned raw partitions are simply new input.
+Other threads (e.g. a Dalton sync service) touch the partitioner only through :meth:`RouteDataPlane.submit`,
+which runs the call on the data-plane thread between two batches.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from connectors.kafka import make_consumer, make_producer
+from router.extract import BadRecord, Extracted, Extractor
+from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
+from router.partitioners import Partitioner, create
+from schemas.records import DeadLetter, encode_routed
+from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
+
+__all__ = ["PASSTHROUGH", "DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
+
+log = logging.getLogger("router.dataplane")
+
+#: Pseudo partitioner name for benchmarks: combiner = source partition mod n (no partitioner work).
+PASSTHROUGH = "passthrough"
+#: Consumer settings of the data plane (large fetches: the loop wants whole batches at once).
+CONSUMER_TUNING: dict[str, Any] = {
+    "fetch.max.bytes": 64 * 1024 * 1024,
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    "queued.max.messages.kbytes": 256 * 1024,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": False,
+}
+_ATTEMPTS = 5
+PRODUCER_TUNING: dict[str, Any] = {"linger.ms": 5, "batch.size": 1_000_000, "delivery.report.only.error": True}
+
+
+class DeliveryError(RuntimeError):
+    """Kafka did not acknowledge routed records after retries (the batch's offsets stay uncommitted)."""
+
+
+@dataclass
+class DataPlaneStats:
+    """Counters the benchmark and the tests read (the metrics carry the same numbers)."""
+
+    consumed: int = 0
+    routed: int = 0
+    dead: int = 0
+    batches: int = 0
+    first_consumed: float | None = None  # time.monotonic() when the first record arrived
+    last_acked: float | None = None  # time.monotonic() after the last batch was acknowledged
+    partitioner_s: float = 0.0
+
+
+def make_partitioner(route: RouteSettings, name: str | None = None) -> Partitioner | None:
+    """The route's partitioner (``None`` for :data:`PASSTHROUGH`)."""
+    name = name or route.partitioner.name
+    if name == PASSTHROUGH:
+        return None
+    params = route.partitioner.params()
+    if route.partitioner.name == "custom":
+        name = getattr(route.partitioner, "plugin", name)
+    elif name != route.partitioner.name:
+        params = {}
+    return create(name, route.combiners, window=route.window.size, slide=route.window.slide, seed=route.seed, **params)
+
+
+class RouteDataPlane:
+    """The batch loop of one route on a dedicated thread (start/stop from any thread).
+
+    ``partitioner`` is public for the sync service; ``sync`` is where such a service attaches itself.
+    ``stop_after`` (benchmarks) stops the loop once that many records were handled.
+    """
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        router: RouterSettings,
+        route: RouteSettings,
+        metrics: RouterMetrics,
+        *,
+        instance_id: str,
+        partitioner: str | None = None,
+        stop_after: int | None = None,
+    ) -> None:
+        self.kafka, self.router, self.route = kafka, router, route
+        self.instance_id = instance_id
+        self.partitioner = make_partitioner(route, partitioner)
+        self.partitioner_name = partitioner or route.partitioner.name
+        self.sync: Any = None  # attach point for a partitioner sync service (Dalton)
+        self.metrics: RouteMetrics = metrics.route(route.route_name, self.partitioner_name, route.combiners)
+        self.stats = DataPlaneStats()
+        self.stop_after = stop_after
+        self.group_id = f"{router.app_id}.{route.route_name}"
+        self.extractor = Extractor(route, router.max_key_bytes)
+        self.exactly_once = router.delivery == "exactly_once"
+        self.window = WindowTracker(route.combiners, route.window.slide) if router.window_metrics else None
+        self._count_window = route.window.kind == "count"
+        self._clock = 0  # window clock: running max of event times (partitioners need non-decreasing times)
+        self._stop = threading.Event()
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
+        self._failed: list[Message] = []
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        self.assignment: set[int] = set()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> RouteDataPlane:
+        """Create the clients and start the loop thread."""
+        self._thread = threading.Thread(target=self._main, name=f"dataplane-{self.route.route_name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Ask the loop to finish its batch, commit, and leave the group (returns at once)."""
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the loop to end; ``True`` when it did."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    @property
+    def alive(self) -> bool:
+        """Whether the loop thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        """Run ``fn`` on the data-plane thread between two batches (safe access to the partitioner)."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._calls.put((fn, fut))
+        return fut
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _main(self) -> None:
+        try:
+            self._setup()
+            try:
+                while not self._stop.is_set():
+                    self._run_calls()
+                    self._batch()
+            finally:
+                self._close()
+        except BaseException as exc:  # reported to the supervising service, which stops the worker
+            self.error = exc
+            log.exception(
+                "data plane of route %s failed", self.route.route_name, extra={"route": self.route.route_name}
+            )
+
+    def _setup(self) -> None:
+        producer_conf: dict[str, Any] = {**PRODUCER_TUNING, "on_delivery": self._on_error}
+        if self.exactly_once:
+            producer_conf["transactional.id"] = f"{self.group_id}.{self.instance_id}"
+        self.producer = make_producer(self.kafka, **producer_conf)
+        if self.exactly_once:
+            self.producer.init_transactions(30)
+        self.consumer = make_consumer(self.kafka, self.group_id, **CONSUMER_TUNING)
+        self.consumer.subscribe(
+            [self.route.raw_topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
+        )
+        log.info(
+            "route %s: consuming %s in group %s (%s, %s)",
+            self.route.route_name,
+            self.route.raw_topic,
+            self.group_id,
+            self.partitioner_name,
+            self.router.delivery,
+            extra={"route": self.route.route_name, "instance": self.instance_id},
+        )
+
+    def _close(self) -> None:
+        self._run_calls()
+        try:
+            self.producer.flush(self.router.shutdown_timeout_s)
+        finally:
+            self.consumer.close()  # leaves the group: the others take over the partitions at once
+        log.info("route %s: stopped after %d records", self.route.route_name, self.stats.consumed)
+
+    def _run_calls(self) -> None:
+        while True:
+            try:
+                fn, fut = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except Exception as exc:
+                    fut.set_exception(exc)
+
+    def _on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        self.assignment |= {p.partition for p in parts}
+        self.metrics.assigned.set(len(self.assignment))
+        self.metrics.rebalances.inc()
+        log.info("route %s: assigned %s", self.route.route_name, sorted(p.partition for p in parts))
+
+    def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        # called inside consume(): the previous batch is delivered and committed; nothing is in flight
+        self.assignment -= {p.partition for p in parts}
+        self.metrics.assigned.set(len(self.assignment))
+        self.metrics.rebalances.inc()
+        log.info("route %s: revoked %s", self.route.route_name, sorted(p.partition for p in parts))
+
+    def _on_error(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:  # delivery.report.only.error: only failures reach this callback
+            self._failed.append(msg)
+
+    def _batch(self) -> None:
+        msgs = self.consumer.consume(self.router.batch_max_records, self.router.batch_timeout_ms / 1000)
+        if not msgs:
+            return
+        t0 = time.perf_counter()
+        if any(m.error() is not None for m in msgs):
+            for m in msgs:
+                if m.error() is not None:
+                    log.warning("route %s: consumer error %s", self.route.route_name, m.error())
+            msgs = [m for m in msgs if m.error() is None]
+        if self.stats.first_consumed is None:
+            self.stats.first_consumed = time.monotonic()
+        ext = self.extractor.extract(msgs)
+        combiners = self._assign(ext)
+        offsets = self._next_offsets(msgs)
+        if self.exactly_once:
+            self._transact(ext, combiners, offsets)
+        else:
+            self._produce(ext, combiners)
+            self._dead_letter(ext.bad)
+            self._deliver(offsets)
+        n = len(msgs)
+        st = self.stats
+        st.consumed += n
+        st.routed += len(ext)
+        st.dead += len(ext.bad)
+        st.batches += 1
+        st.last_acked = time.monotonic()
+        rm = self.metrics
+        rm.tuples_in.inc(n)
+        rm.tuples_out.inc(len(ext))
+        rm.batches.inc()
+        rm.batch_seconds.observe(time.perf_counter() - t0)
+        if self.stop_after is not None and st.consumed >= self.stop_after:
+            self._stop.set()
+
+    def _assign(self, ext: Extracted) -> np.ndarray:
+        if not ext.keys:
+            return np.zeros(0, dtype=np.int32)
+        times = np.asarray(ext.times, dtype=np.int64)
+        if self._count_window:
+            clock = np.arange(self._clock, self._clock + times.size, dtype=np.int64)
+            self._clock += int(times.size)
+        else:
+            clock = np.maximum.accumulate(np.maximum(times, self._clock))
+            self._clock = int(clock[-1])
+        t0 = time.perf_counter()
+        if self.partitioner is None:
+            combiners = np.asarray(ext.partitions, dtype=np.int32) % self.route.combiners
+        else:
+            combiners = self.partitioner.assign(ext.keys, None if self._count_window else clock)
+        dt = time.perf_counter() - t0
+        self.stats.partitioner_s += dt
+        self.metrics.partitioner_seconds.inc(dt)
+        self.metrics.partitioner_per_tuple.set(dt / len(ext.keys))
+        if self.window is not None:
+            for w in self.window.observe(key_hashes(ext.keys), combiners, clock):
+                self.metrics.window_done(w)
+        return combiners
+
+    def _produce(self, ext: Extracted, combiners: np.ndarray) -> None:
+        produce, poll = self.producer.produce, self.producer.poll
+        out, src = self.route.combiner_topic_name, self.route.raw_topic
+        rows = zip(
+            ext.keys, ext.times, combiners.tolist(), ext.partitions, ext.offsets, ext.measures, ext.values, strict=True
+        )
+        for k, t, c, p, o, x, v in rows:
+            value = encode_routed(k, t, c, src, p, o, x, v)
+            try:
+                produce(out, value, k, partition=c)
+            except BufferError:  # local queue full: let librdkafka send, then retry once more
+                poll(0.1)
+                produce(out, value, k, partition=c)
+
+    def _dead_letter(self, bad: list[BadRecord]) -> None:
+        dlq, route = self.route.dlq_topic_name, self.route.route_name
+        for b in bad:
+            m, e = b.message, b.error
+            kind, ts = m.timestamp()
+            key, value = m.key(), m.value()
+            dl = DeadLetter(
+                route=route,
+                error=str(e),
+                field=e.field,
+                topic=m.topic() or self.route.raw_topic,
+                partition=m.partition() or 0,
+                offset=m.offset() or 0,
+                timestamp=ts if kind != 0 else None,
+                key_b64=base64.b64encode(key).decode() if key is not None else None,
+                value_b64=base64.b64encode(value).decode() if value is not None else None,
+            )
+            self.producer.produce(dlq, dl.model_dump_json().encode(), key, partition=0)
+            self.metrics.dead_lettered(e.field)
+            log.debug("route %s: dead-lettered %s", route, dl.error, extra={"route": route, "offset": dl.offset})
+
+    def _next_offsets(self, msgs: list[Message]) -> list[TopicPartition]:
+        nxt: dict[int, int] = {}
+        for m in msgs:
+            nxt[m.partition()] = m.offset() + 1  # type: ignore[index,operator]  # consumed messages have both
+        return [TopicPartition(self.route.raw_topic, p, o) for p, o in nxt.items()]
+
+    def _deliver(self, offsets: list[TopicPartition]) -> None:
+        """Wait until Kafka acknowledged the batch (re-sending failures), then commit its offsets."""
+        deadline = time.monotonic() + self.router.shutdown_timeout_s
+        for attempt in range(_ATTEMPTS):
+            while self.producer.flush(1.0) > 0:
+                if self._stop.is_set() and time.monotonic() > deadline:
+                    raise DeliveryError("stopping with undelivered records; their offsets stay uncommitted")
+            if not self._failed:
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+                return
+            failed, self._failed = self._failed, []
+            self.metrics.retries.inc()
+            log.warning("route %s: %d records not acknowledged (%s), re-sending", self.route.route_name,
+                        len(failed), failed[0].error())  # fmt: skip
+            time.sleep(0.1 * (attempt + 1))
+            for m in failed:
+                self.producer.produce(m.topic(), m.value(), m.key(), partition=m.partition())  # type: ignore[arg-type]
+        raise DeliveryError(f"route {self.route.route_name}: records not acknowledged after {_ATTEMPTS} attempts")
+
+    def _transact(self, ext: Extracted, combiners: np.ndarray, offsets: list[TopicPartition]) -> None:
+        """One Kafka transaction: the routed records, the dead letters and the raw offsets."""
+        for _ in range(_ATTEMPTS):
+            self.producer.begin_transaction()
+            try:
+                self._produce(ext, combiners)
+                self._dead_letter(ext.bad)
+                self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
+                self.producer.commit_transaction(self.router.shutdown_timeout_s)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.fatal() or not (err.txn_requires_abort() or err.retriable()):
+                    raise
+                self.metrics.retries.inc()
+                log.warning("route %s: transaction failed (%s), aborting and retrying", self.route.route_name, err)
+                self.producer.abort_transaction(30)
+                self._failed.clear()
+                continue
+            if self._failed:  # cannot happen after a successful commit; never silently drop
+                raise DeliveryError(f"{len(self._failed)} records failed inside a committed transaction")
+            return
+        raise DeliveryError(f"route {self.route.route_name}: transaction failed {_ATTEMPTS} times")

@@ -1,0 +1,299 @@
+"""Key, event-time and measure extraction for one batch of raw records (the router's per-record work).
+
+:class:`Extractor` is built once per route from its settings (paths split, getters chosen) and then turns a
+batch of raw Kafka messages into plain lists: the good records' keys, times, measures, values and source
+positions, plus one :class:`BadRecord` per record that cannot be routed. It never raises for a bad record:
+every record of the batch ends up in exactly one of the two.
+
+Per record it does one ``orjson.loads`` (which also validates the value's UTF-8, as the routed wire format
+embeds the raw JSON verbatim), a few dict lookups and type checks; no model objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import orjson
+
+from schemas.exceptions import RecordError
+from schemas.settings import KeySpec, RouteSettings, TimeSpec
+
+__all__ = ["BadRecord", "Extracted", "Extractor", "RawMessage"]
+
+#: Event times must be epoch milliseconds in [0, 2**53) (exact in a double, so Spark and JSON agree).
+MAX_TIME_MS = 1 << 53
+_loads = orjson.loads
+_JSONError = orjson.JSONDecodeError
+
+
+class RawMessage(Protocol):
+    """The part of ``confluent_kafka.Message`` the extractor uses."""
+
+    def value(self) -> bytes | None: ...  # noqa: D102
+    def key(self) -> bytes | None: ...  # noqa: D102
+    def timestamp(self) -> tuple[int, int]: ...  # noqa: D102
+    def partition(self) -> int | None: ...  # noqa: D102
+    def offset(self) -> int | None: ...  # noqa: D102
+    def topic(self) -> str | None: ...  # noqa: D102
+
+
+@dataclass(slots=True)
+class BadRecord:
+    """A raw record that cannot be routed, with the error naming the field at fault."""
+
+    message: RawMessage
+    error: RecordError
+
+
+@dataclass(slots=True)
+class Extracted:
+    """One batch after extraction: parallel lists over the good records, and the bad ones."""
+
+    keys: list[str] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)
+    measures: list[float | None] = field(default_factory=list)
+    values: list[bytes] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    bad: list[BadRecord] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+Getter = Callable[[Any, RawMessage], Any]
+
+
+def _path_getter(path: str) -> Callable[[Any], Any]:
+    """A function returning the value at dotted ``path`` of a parsed JSON value; ``KeyError`` when absent."""
+    parts = tuple(path.split("."))
+    if len(parts) == 1:
+        name = parts[0]
+
+        def one(doc: Any) -> Any:
+            return doc[name]
+
+        return one
+
+    def many(doc: Any) -> Any:
+        for p in parts:
+            if type(doc) is not dict:
+                raise KeyError(p)
+            doc = doc[p]
+        return doc
+
+    return many
+
+
+def _key_getter(spec: KeySpec, max_key_bytes: int) -> Getter:
+    if spec.source == "kafka_key":
+
+        def kafka_key(doc: Any, msg: RawMessage) -> str:
+            raw = msg.key()
+            if raw is None:
+                raise RecordError("key", "the Kafka key is missing")
+            if len(raw) > max_key_bytes:
+                raise RecordError("key", f"the Kafka key has {len(raw)} bytes (limit {max_key_bytes})")
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RecordError("key", "the Kafka key is not valid UTF-8") from None
+
+        return kafka_key
+    path = spec.field or "key"
+    get = _path_getter(path)
+
+    def json_key(doc: Any, msg: RawMessage) -> str:
+        try:
+            k = get(doc)
+        except (KeyError, TypeError):
+            raise RecordError(path, "key field is missing") from None
+        tk = type(k)
+        if tk is str:
+            if not k:
+                raise RecordError(path, "key is an empty string")
+            if len(k) > max_key_bytes // 4 and len(k.encode("utf-8")) > max_key_bytes:
+                raise RecordError(path, f"key is longer than {max_key_bytes} bytes")
+            return k
+        if tk is int:
+            return str(k)
+        raise RecordError(path, f"key must be a string or an integer, got {_json_type(k)}")
+
+    return json_key
+
+
+def _time_getter(spec: TimeSpec) -> Getter:
+    if spec.source == "kafka_timestamp":
+
+        def kafka_ts(doc: Any, msg: RawMessage) -> int:
+            kind, ts = msg.timestamp()
+            if kind == 0 or ts < 0:
+                raise RecordError("timestamp", "the record has no Kafka timestamp")
+            return ts
+
+        return kafka_ts
+    path = spec.field or "t"
+    get = _path_getter(path)
+    unit = spec.unit
+
+    def json_time(doc: Any, msg: RawMessage) -> int:
+        try:
+            v = get(doc)
+        except (KeyError, TypeError):
+            raise RecordError(path, "event time field is missing") from None
+        tv = type(v)
+        if unit == "iso":
+            if tv is not str:
+                raise RecordError(path, f"event time must be an ISO-8601 string, got {_json_type(v)}")
+            try:
+                dt = datetime.fromisoformat(v)
+            except ValueError:
+                raise RecordError(path, f"event time {v[:40]!r} is not ISO-8601") from None
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=UTC)
+            ms = int(dt.timestamp() * 1000)
+        elif tv is int or tv is float:
+            ms = int(v * 1000) if unit == "s" else int(v)
+        else:
+            raise RecordError(path, f"event time must be a number (epoch {unit}), got {_json_type(v)}")
+        if not 0 <= ms < MAX_TIME_MS:
+            raise RecordError(path, f"event time {v!r} is out of range")
+        return ms
+
+    return json_time
+
+
+def _measure_getter(path: str | None) -> Callable[[Any], float | None] | None:
+    if path is None:
+        return None
+    get = _path_getter(path)
+
+    def measure(doc: Any) -> float | None:
+        try:
+            v = get(doc)
+        except (KeyError, TypeError):
+            return None  # an absent measure is null (aggregates skip it); a wrong type is an error
+        tv = type(v)
+        if tv is float:
+            return v
+        if tv is int:
+            return float(v)
+        if v is None:
+            return None
+        raise RecordError(path, f"measure must be a number, got {_json_type(v)}")
+
+    return measure
+
+
+def _json_type(v: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", float: "a number"}.get(
+        type(v), "null" if v is None else type(v).__name__
+    )
+
+
+def _value_error(raw: bytes) -> RecordError:
+    """Why ``raw`` did not parse: not UTF-8, or not JSON (only computed for bad records)."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return RecordError("value", f"not valid UTF-8 (byte {exc.start})")
+    try:
+        _loads(raw)
+    except _JSONError as exc:
+        return RecordError("value", f"not valid JSON: {exc}")
+    return RecordError("value", "not valid JSON")
+
+
+class Extractor:
+    """Extracts keys, event times and measures from raw records as one route's settings say.
+
+    ``max_key_bytes`` bounds a key's UTF-8 size; records larger than ``route.max_record_bytes`` are bad.
+    """
+
+    def __init__(self, route: RouteSettings, max_key_bytes: int = 4096) -> None:
+        self.route = route
+        self.max_record_bytes = route.max_record_bytes
+        self._key = _key_getter(route.key, max_key_bytes)
+        self._time = _time_getter(route.time)
+        self._measure = _measure_getter(route.value_field)
+        #: Field-based extraction needs the value to be a JSON object.
+        self._needs_object = route.key.source == "field" or route.time.source == "field" or self._measure is not None
+        self._max_key_chars = max_key_bytes // 4  # a str of at most this many chars is within the byte limit
+        simple = route.key.source == "field" and "." not in (route.key.field or ".")
+        simple = simple and route.time.source == "kafka_timestamp" and route.value_field is None
+        self._fast_key: str | None = route.key.field if simple else None
+
+    def extract(self, messages: Sequence[RawMessage]) -> Extracted:
+        """Split a batch into good records (extracted) and bad ones (with the reason), keeping input order."""
+        if self._fast_key is not None:
+            return self._extract_fast(messages, self._fast_key)
+        out = Extracted()
+        keys, times, measures, values = out.keys, out.times, out.measures, out.values
+        parts, offs, bad = out.partitions, out.offsets, out.bad
+        one = self._one
+        for m in messages:
+            try:
+                k, t, x, v = one(m)
+            except RecordError as err:
+                bad.append(BadRecord(m, err))
+                continue
+            keys.append(k)
+            times.append(t)
+            measures.append(x)
+            values.append(v)
+            parts.append(m.partition())  # type: ignore[arg-type]
+            offs.append(m.offset())  # type: ignore[arg-type]
+        return out
+
+    def _one(self, m: RawMessage) -> tuple[str, int, float | None, bytes]:
+        """Extract one record; :class:`RecordError` names the field at fault."""
+        v = m.value()
+        if v is None:
+            raise RecordError("value", "the value is missing (null)")
+        if len(v) > self.max_record_bytes:
+            raise RecordError("value", f"record has {len(v)} bytes (limit {self.max_record_bytes})")
+        try:
+            doc = _loads(v)
+        except _JSONError:
+            raise _value_error(v) from None
+        if self._needs_object and type(doc) is not dict:
+            raise RecordError("value", f"must be a JSON object, got {_json_type(doc)}")
+        k = self._key(doc, m)
+        t = self._time(doc, m)
+        x = self._measure(doc) if self._measure is not None else None
+        return k, t, x, v
+
+    def _extract_fast(self, messages: Sequence[RawMessage], name: str) -> Extracted:
+        """The common shape inlined: top-level string key, Kafka timestamp, no measure.
+
+        Anything unusual about a record falls back to :meth:`_one`, which gives the exact answer or error.
+        """
+        out = Extracted()
+        keys, times, measures, values = out.keys, out.times, out.measures, out.values
+        parts, offs, bad = out.partitions, out.offsets, out.bad
+        limit, kmax, one = self.max_record_bytes, self._max_key_chars, self._one
+        for m in messages:
+            v = m.value()
+            try:
+                if v is None or len(v) > limit:
+                    raise ValueError
+                k = _loads(v)[name]
+                kind, t = m.timestamp()
+                if type(k) is not str or not k or len(k) > kmax or kind == 0 or t < 0:
+                    raise ValueError
+            except Exception:
+                try:
+                    k, t, _, v = one(m)
+                except RecordError as err:
+                    bad.append(BadRecord(m, err))
+                    continue
+            keys.append(k)
+            times.append(t)
+            measures.append(None)
+            values.append(v)
+            parts.append(m.partition())  # type: ignore[arg-type]
+            offs.append(m.offset())  # type: ignore[arg-type]
+        return out

@@ -1,0 +1,226 @@
+"""Router metrics (prometheus-client) and structured logs.
+
+One :class:`RouterMetrics` per worker process holds a private :class:`CollectorRegistry` (so several workers can
+live in one test process); :meth:`RouterMetrics.route` hands each data plane its labelled children once, so the
+hot path only calls ``inc``/``set``/``observe``. The Faust app serves :meth:`RouterMetrics.exposition` at
+``/metrics``.
+
+Window metrics follow ALGORITHMS.md: per completed statistics window (the route's ``window.slide``, in tuples or
+event-time ms) the per-combiner load ``L_i``, ``max/mean`` and the replication ``Γ / K``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+__all__ = ["CONTENT_TYPE_LATEST", "JsonFormatter", "RouteMetrics", "RouterMetrics", "WindowTracker", "setup_logging"]
+
+_BATCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+class RouterMetrics:
+    """All metric families of one router worker."""
+
+    def __init__(self, instance: str) -> None:
+        self.instance = instance
+        self.registry = CollectorRegistry(auto_describe=True)
+        r, lbl = self.registry, ["route"]
+        self.tuples_in = Counter("skewroute_tuples_in", "raw records consumed", lbl, registry=r)
+        self.tuples_out = Counter("skewroute_tuples_out", "routed records acknowledged by Kafka", lbl, registry=r)
+        self.dead = Counter(
+            "skewroute_tuples_dead_lettered",
+            "records sent to the DLQ, by faulty field",
+            [*lbl, "field"],
+            registry=r,
+        )
+        self.batches = Counter("skewroute_batches", "data-plane batches completed", lbl, registry=r)
+        self.batch_seconds = Histogram(
+            "skewroute_batch_seconds", "batch latency: consume to commit", lbl, buckets=_BATCH_BUCKETS, registry=r
+        )
+        self.partitioner_seconds = Counter(
+            "skewroute_partitioner_seconds", "time spent in Partitioner.assign", lbl, registry=r
+        )
+        self.partitioner_per_tuple = Gauge(
+            "skewroute_partitioner_seconds_per_tuple", "assign time per tuple, last batch", lbl, registry=r
+        )
+        self.combiner_load = Gauge(
+            "skewroute_combiner_load",
+            "tuples per combiner, last completed window",
+            [*lbl, "combiner"],
+            registry=r,
+        )
+        self.window_imbalance = Gauge(
+            "skewroute_window_imbalance_ratio", "max/mean combiner load in the last completed window", lbl, registry=r
+        )
+        self.window_replication = Gauge(
+            "skewroute_window_replication", "replication (sum_i D_i)/K in the last completed window", lbl, registry=r
+        )
+        self.windows = Counter("skewroute_windows", "statistics windows completed", lbl, registry=r)
+        self.assigned = Gauge("skewroute_assigned_partitions", "raw partitions this worker owns", lbl, registry=r)
+        self.rebalances = Counter("skewroute_rebalances", "partition assignments and revocations", lbl, registry=r)
+        self.retries = Counter("skewroute_batch_retries", "batches re-run after a delivery failure", lbl, registry=r)
+        self.info = Gauge("skewroute_route_info", "route configuration", [*lbl, "partitioner", "instance"], registry=r)
+
+    def route(self, name: str, partitioner: str, combiners: int) -> RouteMetrics:
+        """The pre-labelled metrics of one route."""
+        self.info.labels(name, partitioner, self.instance).set(combiners)
+        for fld in ("value", "key", "timestamp"):
+            self.dead.labels(name, fld)  # show zero series for the usual fields
+        return RouteMetrics(self, name, combiners)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric."""
+        return generate_latest(self.registry)
+
+
+class RouteMetrics:
+    """One route's metric children (labels resolved once)."""
+
+    def __init__(self, m: RouterMetrics, route: str, combiners: int) -> None:
+        self.route = route
+        self._m = m
+        self.tuples_in = m.tuples_in.labels(route)
+        self.tuples_out = m.tuples_out.labels(route)
+        self.batches = m.batches.labels(route)
+        self.batch_seconds = m.batch_seconds.labels(route)
+        self.partitioner_seconds = m.partitioner_seconds.labels(route)
+        self.partitioner_per_tuple = m.partitioner_per_tuple.labels(route)
+        self.loads = [m.combiner_load.labels(route, str(i)) for i in range(combiners)]
+        self.imbalance = m.window_imbalance.labels(route)
+        self.replication = m.window_replication.labels(route)
+        self.windows = m.windows.labels(route)
+        self.assigned = m.assigned.labels(route)
+        self.rebalances = m.rebalances.labels(route)
+        self.retries = m.retries.labels(route)
+
+    def dead_lettered(self, field: str) -> None:
+        """Count one dead-lettered record."""
+        self._m.dead.labels(self.route, field).inc()
+
+    def window_done(self, stats: WindowStats) -> None:
+        """Publish one completed window."""
+        for g, v in zip(self.loads, stats.loads.tolist(), strict=True):
+            g.set(v)
+        self.imbalance.set(stats.max_over_mean)
+        self.replication.set(stats.replication)
+        self.windows.inc()
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    """The metrics of one completed window."""
+
+    window: int
+    loads: npt.NDArray[np.int64]
+    keys: int
+    pairs: int
+
+    @property
+    def max_over_mean(self) -> float:
+        """``max_i L_i / mean_i L_i``."""
+        mean = float(self.loads.mean()) if self.loads.size else 0.0
+        return float(self.loads.max()) / mean if mean > 0 else 0.0
+
+    @property
+    def replication(self) -> float:
+        """``Γ / K``: distinct (key, combiner) pairs over distinct keys."""
+        return self.pairs / self.keys if self.keys else 0.0
+
+
+class WindowTracker:
+    """Per-combiner load and key replication over tumbling windows of ``slide`` (tuples or event-time ms).
+
+    ``observe`` takes a batch's key hashes, combiner ids and window clock (non-decreasing); it returns the
+    windows the batch completed. Distinct keys are tracked by hash (collisions are negligible for metrics).
+    """
+
+    def __init__(self, n: int, slide: float) -> None:
+        self.n = n
+        self.slide = slide
+        self.current: int | None = None
+        self._loads = np.zeros(n, dtype=np.int64)
+        self._keys: list[npt.NDArray[np.uint64]] = []
+        self._pairs: list[npt.NDArray[np.uint64]] = []
+
+    def observe(
+        self, key_hashes: npt.NDArray[np.uint64], combiners: npt.NDArray[np.int32], clock: npt.NDArray[np.int64]
+    ) -> list[WindowStats]:
+        """Add one batch; return the windows it completed (oldest first)."""
+        if clock.size == 0:
+            return []
+        win = (clock // self.slide).astype(np.int64)
+        if self.current is None:
+            self.current = int(win[0])
+        done: list[WindowStats] = []
+        # split the batch at window boundaries (win is non-decreasing)
+        cuts = np.flatnonzero(np.diff(win)) + 1
+        starts = [0, *cuts.tolist()]
+        ends = [*cuts.tolist(), int(win.size)]
+        for s, e in zip(starts, ends, strict=True):
+            w = int(win[s])
+            if w != self.current:
+                done.append(self._close())
+                self.current = w
+            c = combiners[s:e]
+            self._loads += np.bincount(c, minlength=self.n)[: self.n]
+            kh = key_hashes[s:e]
+            self._keys.append(np.unique(kh))
+            self._pairs.append(np.unique(kh ^ (c.astype(np.uint64) * _GOLDEN)))
+        return done
+
+    def _close(self) -> WindowStats:
+        keys = np.unique(np.concatenate(self._keys)).size if self._keys else 0
+        pairs = np.unique(np.concatenate(self._pairs)).size if self._pairs else 0
+        stats = WindowStats(self.current or 0, self._loads.copy(), keys, pairs)
+        self._loads[:] = 0
+        self._keys.clear()
+        self._pairs.clear()
+        return stats
+
+
+def key_hashes(keys: list[str]) -> npt.NDArray[np.uint64]:
+    """Process-local 64-bit hashes of the keys (for distinct counting only)."""
+    return np.fromiter(map(hash, keys), dtype=np.int64, count=len(keys)).view(np.uint64)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line: time, level, logger, message, and every ``extra=`` field."""
+
+    _STD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Format one record as JSON."""
+        doc: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for k, v in vars(record).items():
+            if k not in self._STD and not k.startswith("_"):
+                doc[k] = v
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)
+
+
+def setup_logging(fmt: str = "json", level: str = "INFO") -> None:
+    """Route the ``router`` loggers through one handler (JSON lines or plain text) on stderr."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    log = logging.getLogger("router")
+    log.handlers[:] = [handler]
+    log.setLevel(level.upper())
+    log.propagate = False
