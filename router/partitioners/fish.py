@@ -38,11 +38,14 @@ Batching approximations (the router assigns batches; per-tuple Python would cost
   untracked (frequency 0) for this segment.
 - CHK runs once per distinct key after the segment's counts are in (so a key's own later tuples of the
   segment count towards its hotness: a look-ahead of at most one segment).
-- Assignment processes the segment's distinct keys by descending count (ties: first appearance) and gives
-  each key's ``c`` tuples to its candidates by water-filling the waiting times, i.e. what the per-tuple
-  greedy does when the key's tuples arrive back to back (exact up to ties for small ``c``; for large ``c``
-  a closed-form level plus a greedy remainder). Within a key, the tuples go to its candidates in arrival
-  order, candidate by candidate in ring order.
+- Assignment handles the segment's distinct keys one at a time and gives each key's ``c`` tuples to its
+  candidates by water-filling the waiting times, i.e. what the per-tuple greedy does when the key's tuples
+  arrive back to back (exact for two candidates and equal ``P``; otherwise up to ties, the rounding
+  remainder placed greedily). Order: PKG keys (2 candidates) by descending count, then the hot keys by
+  ascending ``d`` (descending count within), so the most flexible keys come last and level what the
+  constrained ones left, as their tuples would when interleaved with the tail's (processing the top key
+  first measured 1.08 mean max/mean on zipf15 instead of 1.00). Within a key, tuples go to its candidates
+  in arrival order, candidate by candidate in ring order.
 - The drain check runs once per segment, at the segment's first time.
 """
 
@@ -251,18 +254,31 @@ class FISHPartitioner(Partitioner):
             return cand[:, 0].copy(), []
         worker = np.full(k, -1, dtype=np.int64)
         split: Split = []
+        # Order: PKG keys (d <= 2) by descending count, their one-tuple keys in a tight loop, then the hot
+        # keys by ascending d (descending count within): the most flexible keys come last and level the rest.
         top = int(cnt.max())
-        # Descending count, ties by first appearance (a radix sort when the counts fit 16 bits).
-        order = np.argsort((top - cnt).astype(np.uint16) if top < 1 << 16 else -cnt, kind="stable")
-        # One-tuple PKG keys sort last (unless a one-tuple key is hot): they take the tight loop.
-        ones = cnt == 1
-        n_single = int(np.count_nonzero(ones))
-        if n_single and int(np.count_nonzero(ones & (d == 2))) != n_single:
-            n_single = 0
-        head = order[: k - n_single]
-        c_list = cnt[head].tolist()
-        d_list = d[head].tolist()
-        for u, row, c, du in zip(head.tolist(), cand[head].tolist(), c_list, d_list, strict=True):
+        big = top < 1 << 16
+        desc = (top - cnt).astype(np.uint16) if big else -cnt
+        pkg = d <= 2
+        single = pkg & (cnt == 1) & (d == 2)
+        multi = pkg & ~single
+        first = np.flatnonzero(multi)
+        first = first[np.argsort(desc[first], kind="stable")]
+        ones = np.flatnonzero(single)
+        hot = np.flatnonzero(~pkg)
+        if hot.size:
+            hot = hot[np.lexsort((desc[hot], d[hot]))]
+        self._fill(first, cand, cnt, d, worker, split)
+        if ones.size:
+            chosen = two_choice(cand[ones, 0].tolist(), cand[ones, 1].tolist(), self._backlog, ptime)
+            worker[ones] = np.frombuffer(chosen, dtype=np.int64)
+        self._fill(hot, cand, cnt, d, worker, split)
+        return worker, split
+
+    def _fill(self, keys: I64, cand: I64, cnt: I64, d: I64, worker: I64, split: Split) -> None:
+        """Water-fill the tuples of ``keys`` (in this order) over their candidates."""
+        loads, ptime = self._backlog, self._ptime
+        for u, row, c, du in zip(keys.tolist(), cand[keys].tolist(), cnt[keys].tolist(), d[keys].tolist(), strict=True):
             if du == 2 and ptime is None:
                 a, b = row[0], row[1]
                 xa = pair_fill(loads[a], loads[b], c)
@@ -285,11 +301,6 @@ class FISHPartitioner(Partitioner):
                 worker[u] = ws[0]
             else:
                 split.append((u, ws, xs))
-        if n_single:
-            tail = order[k - n_single :]
-            chosen = two_choice(cand[tail, 0].tolist(), cand[tail, 1].tolist(), loads, ptime)
-            worker[tail] = np.frombuffer(chosen, dtype=np.int64)
-        return worker, split
 
     def _segment(self, batch: KeyBatch, inv: npt.NDArray[np.intp], whole: bool) -> I64:
         """Count, classify and assign one segment (within one epoch) of the batch."""
