@@ -235,6 +235,19 @@ class SparkSettings(_Model):
     output_path: Path = Field(Path(".skewroute/results"), description="Parquet output folder")
     checkpoint_dir: Path = Field(Path(".skewroute/checkpoints"), description="checkpoint root (one folder per route)")
     progress_log: Path = Field(Path(".skewroute/progress.jsonl"), description="per-batch observability log")
+    shuffle_partitions: int = Field(8, ge=1, le=4096, description="reducers m = spark.sql.shuffle.partitions")
+    dedupe: bool = Field(
+        False, description="drop replayed routed records on their source position (tp, p, o) within the watermark"
+    )
+    item_field: str | None = Field(
+        None, description="dotted JSON path in the raw record for approx_distinct/top_k (default: the measure)"
+    )
+    top_k: int = Field(5, ge=1, le=1000, description="k of the top_k aggregate")
+    approx_rsd: float = Field(0.05, gt=0, lt=0.4, description="relative standard deviation of approx_distinct")
+    kafka_package: str | None = Field(
+        None, description="Maven coordinate of spark-sql-kafka for source=kafka (default: matches pyspark)"
+    )
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration (spark.* keys)")
 
 
 class SkewrouteSettings(BaseSettings):

@@ -1,0 +1,205 @@
+"""Pure DataFrame -> DataFrame aggregation functions over routed records (batch or streaming alike).
+
+The plan of the streaming job, read bottom-up from the source::
+
+    kafka columns (one scan task per combiner partition)
+      -> parse_routed            JSON value -> key, event_time, measure, combiner, source position
+      -> with_event_watermark    withWatermark(event_time, delay)
+      -> [dedupe_source_position]  optional: dropDuplicatesWithinWatermark(tp, p, o) -- see its docstring
+      -> final_aggregates        groupBy(window, key).agg(...)
+
+Spark plans ``final_aggregates`` as ``HashAggregate(partial)`` inside each scan task -- the combiner stage:
+one partial aggregate per (window, key) present in that combiner -- then a hash shuffle of the partials to
+``spark.sql.shuffle.partitions`` reducers, which merge them with the state store (final aggregation).
+:func:`partial_aggregates` and :func:`merge_partials` spell the same two stages out explicitly (for batch
+analysis and for tests that check the two-stage result equals the direct one).
+
+Semantics of a result row: the *full* aggregate of all records of that (window, key) accepted so far, never a
+delta; with output mode ``update`` a later row for the same (window, key) supersedes the earlier one.
+
+Late records: Spark drops a record's contribution to window ``w`` when ``w.end <= watermark`` of the
+micro-batch that reads it (watermark = max event time of earlier micro-batches - delay). Each window of a
+sliding record is judged separately.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+__all__ = [
+    "AGGREGATIONS",
+    "AggSpec",
+    "dedupe_source_position",
+    "final_aggregates",
+    "merge_partials",
+    "parse_routed",
+    "partial_aggregates",
+    "with_event_watermark",
+    "window_column",
+]
+
+AGGREGATIONS = ("count", "sum", "min", "max", "mean", "approx_distinct", "top_k")
+
+
+@dataclass(frozen=True)
+class AggSpec:
+    """What to compute: window (Spark interval strings), aggregates, watermark delay."""
+
+    window: str = "10 seconds"
+    slide: str | None = None
+    watermark: str = "10 seconds"
+    aggregations: Sequence[str] = field(default_factory=lambda: ("count", "sum", "min", "max", "mean"))
+    top_k: int = 5
+    approx_rsd: float = 0.05
+
+    def __post_init__(self) -> None:
+        bad = [a for a in self.aggregations if a not in AGGREGATIONS]
+        if bad:
+            raise ValueError(f"unknown aggregation(s) {bad}; valid: {', '.join(AGGREGATIONS)}")
+
+
+def _value_schema(with_raw: bool) -> StructType:
+    fields = [
+        StructField("k", StringType()),
+        StructField("t", LongType()),
+        StructField("c", LongType()),
+        StructField("tp", StringType()),
+        StructField("p", LongType()),
+        StructField("o", LongType()),
+        StructField("x", DoubleType()),
+    ]
+    if with_raw:
+        fields.append(StructField("d", StringType()))  # an object parsed as string keeps its raw JSON text
+    return StructType(fields)
+
+
+def parse_routed(raw: DataFrame, item_field: str | None = None) -> DataFrame:
+    """Kafka columns (``value`` = routed JSON) -> one row per routed record.
+
+    Output columns: ``key``, ``event_time`` (timestamp), ``measure`` (double, null when absent), ``item``
+    (what approx_distinct/top_k count: ``item_field`` of the raw record, else the measure, as a string),
+    ``combiner`` (the Kafka partition the record was read from), ``src_topic``, ``src_partition``,
+    ``src_offset`` (the source position).
+    """
+    parsed = raw.select(
+        F.col("partition").cast("int").alias("combiner"),
+        F.from_json(F.col("value").cast("string"), _value_schema(item_field is not None)).alias("r"),
+    )
+    item = F.get_json_object(F.col("r.d"), "$." + item_field) if item_field is not None else F.col("r.x").cast("string")
+    return parsed.select(
+        F.col("r.k").alias("key"),
+        F.timestamp_millis(F.col("r.t")).alias("event_time"),
+        F.col("r.x").alias("measure"),
+        item.alias("item"),
+        "combiner",
+        F.col("r.tp").alias("src_topic"),
+        F.col("r.p").alias("src_partition"),
+        F.col("r.o").alias("src_offset"),
+    )
+
+
+def with_event_watermark(df: DataFrame, delay: str) -> DataFrame:
+    """``withWatermark("event_time", delay)``."""
+    return df.withWatermark("event_time", delay)
+
+
+def dedupe_source_position(df: DataFrame) -> DataFrame:
+    """Drop routed records whose source position ``(src_topic, src_partition, src_offset)`` was already seen.
+
+    For at-least-once routers: after a crash a router re-routes records it had already produced (possibly to
+    another combiner). Needs a watermark upstream; a position is remembered until the watermark passes its
+    event time + delay (``dropDuplicatesWithinWatermark``), so replays are caught while they arrive within the
+    watermark delay of the original -- replays later than that are already beyond the aggregation's watermark
+    for short windows and otherwise counted twice.
+
+    Cost: a stateful operator keyed by source position, so Spark hash-shuffles every *raw record* by
+    position before the aggregation; the partial aggregation then runs after that shuffle, not in the scan
+    task. The combiner stage stops being a pre-aggregation (shuffled rows = records instead of partials), and
+    the state store holds one entry per record of the last ``delay`` of event time.
+    """
+    return df.dropDuplicatesWithinWatermark(["src_topic", "src_partition", "src_offset"])
+
+
+def window_column(spec: AggSpec, col: str = "event_time") -> Column:
+    """Tumbling ``window(col, window)`` or sliding ``window(col, window, slide)``."""
+    if spec.slide is None or spec.slide == spec.window:
+        return F.window(col, spec.window)
+    return F.window(col, spec.window, spec.slide)
+
+
+def _agg_columns(spec: AggSpec) -> list[Column]:
+    out: list[Column] = []
+    for a in spec.aggregations:
+        if a == "count":
+            out.append(F.count(F.lit(1)).alias("count"))
+        elif a == "sum":
+            out.append(F.sum("measure").alias("sum"))
+        elif a == "min":
+            out.append(F.min("measure").alias("min"))
+        elif a == "max":
+            out.append(F.max("measure").alias("max"))
+        elif a == "mean":
+            out.append(F.avg("measure").alias("mean"))
+        elif a == "approx_distinct":
+            out.append(F.approx_count_distinct("item", spec.approx_rsd).alias("approx_distinct"))
+        elif a == "top_k":
+            out.append(F.expr(f"approx_top_k(item, {int(spec.top_k)})").alias("top_k"))
+    return out
+
+
+def _flatten_window(df: DataFrame) -> DataFrame:
+    cols = [c for c in df.columns if c != "window"]
+    return df.select(
+        F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), *[F.col(c) for c in cols]
+    )
+
+
+def final_aggregates(df: DataFrame, spec: AggSpec) -> DataFrame:
+    """Full aggregates per (window, key): ``window_start``, ``window_end``, ``key`` and one column per aggregate.
+
+    Streaming: call after :func:`with_event_watermark` so state is bounded and late records are dropped.
+    """
+    grouped = df.groupBy(window_column(spec).alias("window"), F.col("key"))
+    return _flatten_window(grouped.agg(*_agg_columns(spec)))
+
+
+def partial_aggregates(df: DataFrame, spec: AggSpec) -> DataFrame:
+    """The combiner stage made explicit: one partial per (combiner, window, key) (batch DataFrames).
+
+    Columns: ``combiner``, ``window_start``, ``window_end``, ``key``, ``n``, ``s``, ``lo``, ``hi``, ``hll``
+    (an HLL sketch of ``item``, mergeable). ``count(*)`` of the result = partials shuffled to reducers.
+    """
+    grouped = df.groupBy("combiner", window_column(spec).alias("window"), F.col("key"))
+    return _flatten_window(
+        grouped.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum("measure").alias("s"),
+            F.count("measure").alias("nx"),
+            F.min("measure").alias("lo"),
+            F.max("measure").alias("hi"),
+            F.hll_sketch_agg("item").alias("hll"),  # nulls ignored, as approx_count_distinct does,
+        )
+    )
+
+
+def merge_partials(partials: DataFrame, spec: AggSpec) -> DataFrame:
+    """The reducer stage: merge partials per (window, key) into the same columns as :func:`final_aggregates`.
+
+    ``top_k`` is not mergeable from these partials and is left out; ``approx_distinct`` comes from the union of
+    HLL sketches (its estimate differs slightly from ``approx_count_distinct``'s).
+    """
+    aggs: dict[str, Column] = {
+        "count": F.sum("n").alias("count"),
+        "sum": F.sum("s").alias("sum"),
+        "min": F.min("lo").alias("min"),
+        "max": F.max("hi").alias("max"),
+        "mean": (F.sum("s") / F.sum("nx")).alias("mean"),
+        "approx_distinct": F.hll_sketch_estimate(F.hll_union_agg("hll")).alias("approx_distinct"),
+    }
+    cols = [aggs[a] for a in spec.aggregations if a in aggs]
+    return partials.groupBy("window_start", "window_end", "key").agg(*cols)

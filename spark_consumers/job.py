@@ -1,0 +1,219 @@
+r"""The Spark consumer job of one route: read the combiner topic, aggregate per (window, key), write results.
+
+The only module that touches ``readStream``. ``SparkSettings.source`` picks the reader -- ``python``
+(skewroute's confluent-kafka data source, :mod:`connectors.spark_source`) or ``kafka`` (Spark's built-in
+``format("kafka")``, needs the spark-sql-kafka package) -- both produce the same columns, so everything
+downstream is shared. Checkpointing is always on, under ``checkpoint_dir/<route>``.
+
+Cluster form (see ``deploy/spark-submit.sh``)::
+
+    spark-submit --master spark://host:7077 "$(python -c 'import spark_consumers.job as j; print(j.__file__)')" \\
+        --config skewroute.yaml --route clicks
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from connectors.spark_source import SHORT_NAME, kafka_options, register_source
+from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings, SparkSettings
+from spark_consumers.aggregations import (
+    AggSpec,
+    dedupe_source_position,
+    final_aggregates,
+    parse_routed,
+    with_event_watermark,
+)
+from spark_consumers.observability import BatchStats, CombinerMetricsListener
+from spark_consumers.sinks import attach_sink
+
+__all__ = ["JobHandle", "build_session", "java_kafka_options", "main", "read_combiners", "run_job", "start_job"]
+
+
+def build_session(spark: SparkSettings, app_name: str = "skewroute-spark") -> SparkSession:
+    """A SparkSession for the job (``master`` is ignored when spark-submit already set one)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    b = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.sql.shuffle.partitions", str(spark.shuffle_partitions))
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
+    )
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit, whose --master wins
+        b = b.master(spark.master)
+    if spark.source == "kafka":
+        b = b.config("spark.jars.packages", spark.kafka_package or _default_kafka_package())
+    for k, v in spark.conf.items():
+        b = b.config(k, v)
+    return b.getOrCreate()
+
+
+def _default_kafka_package() -> str:
+    import pyspark
+
+    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+
+
+def java_kafka_options(kafka: KafkaSettings) -> dict[str, str]:
+    """``KafkaSettings`` as options of Spark's built-in Kafka source (Java client property names)."""
+    opts = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "kafka.security.protocol": kafka.security_protocol}
+    if kafka.sasl_mechanism:
+        opts["kafka.sasl.mechanism"] = kafka.sasl_mechanism
+        module = "plain.PlainLoginModule" if kafka.sasl_mechanism == "PLAIN" else "scram.ScramLoginModule"
+        pw = kafka.sasl_password.get_secret_value() if kafka.sasl_password else ""
+        opts["kafka.sasl.jaas.config"] = (
+            f'org.apache.kafka.common.security.{module} required username="{kafka.sasl_username}" password="{pw}";'
+        )
+    if kafka.ssl_ca_location:
+        opts["kafka.ssl.truststore.type"] = "PEM"
+        opts["kafka.ssl.truststore.location"] = kafka.ssl_ca_location
+    return opts
+
+
+def read_combiners(spark: SparkSession, kafka: KafkaSettings, route: RouteSettings, cfg: SparkSettings) -> DataFrame:
+    """The combiner topic as a stream with Spark's Kafka columns, from the configured source."""
+    if cfg.source == "python":
+        register_source(spark)
+        reader = spark.readStream.format(SHORT_NAME).options(**kafka_options(kafka))
+        reader = reader.option("maxRecordsPerTrigger", str(cfg.max_records_per_trigger))
+    else:
+        reader = spark.readStream.format("kafka").options(**java_kafka_options(kafka))
+        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_records_per_trigger))
+    return reader.option("subscribe", route.combiner_topic_name).option("startingOffsets", cfg.starting_offsets).load()
+
+
+def agg_spec(cfg: SparkSettings) -> AggSpec:
+    """The aggregation of ``cfg``."""
+    return AggSpec(cfg.window, cfg.slide, cfg.watermark, tuple(cfg.aggregations), cfg.top_k, cfg.approx_rsd)
+
+
+def aggregate_stream(raw: DataFrame, cfg: SparkSettings) -> DataFrame:
+    """Parse, watermark, optionally dedupe, aggregate (shared by both sources)."""
+    df = with_event_watermark(parse_routed(raw, cfg.item_field), cfg.watermark)
+    if cfg.dedupe:
+        df = dedupe_source_position(df)
+    return final_aggregates(df, agg_spec(cfg))
+
+
+def query_name(route: RouteSettings) -> str:
+    """``skewroute_<route>`` (a valid Spark query name)."""
+    return "skewroute_" + re.sub(r"[^A-Za-z0-9_]", "_", route.route_name)
+
+
+@dataclass
+class JobHandle:
+    """A started job: the query and the listener collecting its per-batch stats."""
+
+    spark: SparkSession
+    query: StreamingQuery
+    listener: CombinerMetricsListener
+
+    @property
+    def stats(self) -> list[BatchStats]:
+        """Per-batch combiner stats so far."""
+        return list(self.listener.stats)
+
+    def stop(self) -> None:
+        """Stop the query and detach the listener."""
+        self.query.stop()
+        self.spark.streams.removeListener(self.listener)
+
+
+def start_job(
+    spark: SparkSession,
+    settings: SkewrouteSettings,
+    route_name: str | None = None,
+    *,
+    available_now: bool = False,
+    sink: str | None = None,
+) -> JobHandle:
+    """Build and start the streaming query of ``route_name`` (default: the only/first route)."""
+    if not settings.routes:
+        raise ValueError("no routes configured")
+    route = settings.route(route_name) if route_name else settings.routes[0]
+    cfg = settings.spark
+    sink = sink or cfg.sink
+    if sink == "parquet" and cfg.output_mode != "append":
+        raise ValueError("the parquet sink needs output_mode=append")
+    name = query_name(route)
+    out = aggregate_stream(read_combiners(spark, settings.kafka, route, cfg), cfg)
+    results_topic = cfg.results_topic or f"{route.raw_topic}.results"
+    if sink == "kafka":
+        from connectors.admin import TopicSpec, ensure_topics
+        from connectors.kafka import make_admin
+
+        ensure_topics(make_admin(settings.kafka), [TopicSpec(results_topic, route.combiners, route.replication_factor)])
+    writer = out.writeStream.queryName(name).outputMode(cfg.output_mode)
+    writer = writer.option("checkpointLocation", str(cfg.checkpoint_dir / route.route_name))
+    writer = attach_sink(
+        writer,
+        sink,
+        kafka_conf=settings.kafka.librdkafka("producer"),
+        results_topic=results_topic,
+        output_path=cfg.output_path / route.route_name,
+    )
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.trigger_interval)
+    listener = CombinerMetricsListener(spark, cfg.progress_log, {name})
+    spark.streams.addListener(listener)
+    try:
+        query = writer.start()
+    except Exception:
+        spark.streams.removeListener(listener)
+        raise
+    return JobHandle(spark, query, listener)
+
+
+def run_job(
+    settings: SkewrouteSettings,
+    route_name: str | None = None,
+    *,
+    available_now: bool = False,
+    timeout: float | None = None,
+    spark: SparkSession | None = None,
+) -> list[BatchStats]:
+    """Run the job until it ends (``available_now``), ``timeout`` seconds pass, or Ctrl-C; the batch stats."""
+    session = spark or build_session(settings.spark)
+    handle = start_job(session, settings, route_name, available_now=available_now)
+    try:
+        handle.query.awaitTermination(None if timeout is None else max(1, round(timeout)))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        time.sleep(0.5)  # let the listener see the last progress event
+        handle.stop()
+    exc = handle.query.exception()
+    if exc is not None:
+        raise RuntimeError(f"streaming query failed: {exc}")
+    return handle.stats
+
+
+def _args(argv: list[str] | None) -> Any:
+    p = argparse.ArgumentParser(prog="spark_consumers.job", description="skewroute Spark consumer job")
+    p.add_argument("--config", type=Path, default=None, help="YAML/TOML settings file")
+    p.add_argument("--route", default=None, help="route name (default: the first)")
+    p.add_argument("--available-now", "--once", action="store_true", help="process what is there, then stop")
+    p.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point for ``spark-submit .../spark_consumers/job.py`` and ``python -m spark_consumers.job``."""
+    a = _args(argv)
+    settings = SkewrouteSettings.load(a.config)
+    stats = run_job(settings, a.route, available_now=a.available_now, timeout=a.timeout)
+    rows = sum(s.input_rows for s in stats)
+    print(f"skewroute spark job: {len(stats)} micro-batches, {rows} records")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""Per micro-batch combiner metrics: task times (one per combiner), shuffled partials, straggler ratio.
+
+A :class:`StreamingQueryListener` reacts to each ``QueryProgressEvent``; it finds the Spark jobs of that
+micro-batch through the status tracker (a streaming query runs its jobs in a job group named by its run id),
+takes the *combiner stage* -- the stage that reads the source and writes the shuffle, i.e. the scan tasks
+with Spark's partial aggregation -- and reads every task of it from the status store through py4j (works with
+the UI disabled). Task ``i`` of that stage is combiner ``i`` (the source plans partitions in order).
+
+Per batch it records: ``combiner_task_ms`` (executor run time per combiner), ``combiner_records`` (records read
+per combiner), ``shuffled_partials`` (shuffle records written by the combiner stage = partial aggregates sent
+to reducers), ``straggler_ratio`` = max / median combiner task time, rows dropped by the watermark. Each batch
+is appended as one JSON line to the progress log and published as Prometheus metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import Gauge, Histogram
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+
+__all__ = ["BatchStats", "CombinerMetricsListener", "combiner_stage_stats"]
+
+_STRAGGLER = Gauge("skewroute_spark_straggler_ratio", "max/median combiner task time, last batch", ["query"])
+_PARTIALS = Gauge("skewroute_spark_shuffled_partials", "partial aggregates shuffled to reducers, last batch", ["query"])
+_ROWS = Gauge("skewroute_spark_batch_input_rows", "records in the last micro-batch", ["query"])
+_TASK = Histogram(
+    "skewroute_spark_combiner_task_seconds",
+    "combiner (scan + partial aggregation) task run time",
+    ["query"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
+
+
+@dataclass
+class BatchStats:
+    """What one micro-batch did at the combiner stage."""
+
+    query: str
+    batch_id: int
+    timestamp: str
+    input_rows: int
+    batch_ms: int
+    processed_rows_per_second: float
+    combiner_task_ms: list[int] = field(default_factory=list)
+    combiner_records: list[int] = field(default_factory=list)
+    shuffled_partials: int = 0
+    straggler_ratio: float | None = None
+    rows_dropped_by_watermark: int = 0
+    state_rows: int = 0
+
+    def to_json(self) -> str:
+        """One JSON line."""
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+
+def _opt(o: Any) -> Any:
+    return o.get() if o.isDefined() else None
+
+
+def _stage_tasks(spark: SparkSession, stage_id: int) -> list[dict[str, int]]:
+    sc = spark.sparkContext
+    info = sc.statusTracker().getStageInfo(stage_id)
+    attempt = info.currentAttemptId if info is not None else 0
+    seq = sc._jsc.sc().statusStore().taskList(stage_id, attempt, 1 << 30)
+    out = []
+    for i in range(seq.size()):
+        t = seq.apply(i)
+        m = _opt(t.taskMetrics())
+        if m is None or t.status() != "SUCCESS":
+            continue
+        out.append(
+            {
+                "index": int(t.index()),
+                "run_ms": int(m.executorRunTime()),
+                "records": int(m.inputMetrics().recordsRead()),
+                "shuffle_read": int(m.shuffleReadMetrics().recordsRead()),
+                "shuffle_written": int(m.shuffleWriteMetrics().recordsWritten()),
+            }
+        )
+    return out
+
+
+def combiner_stage_stats(spark: SparkSession, job_ids: list[int], wait_s: float = 2.0) -> dict[str, Any] | None:
+    """The combiner stage among the stages of ``job_ids``: the one reading no shuffle and writing one.
+
+    Waits up to ``wait_s`` for the status store to hold every task (it is fed asynchronously).
+    """
+    tracker = spark.sparkContext.statusTracker()
+    stage_ids: list[int] = []
+    for j in job_ids:
+        info = tracker.getJobInfo(j)
+        if info is not None:
+            stage_ids.extend(int(s) for s in info.stageIds)
+    deadline = time.monotonic() + wait_s
+    best: dict[str, Any] | None = None
+    for sid in sorted(set(stage_ids)):
+        sinfo = tracker.getStageInfo(sid)
+        if sinfo is None or sinfo.numCompletedTasks == 0:
+            continue  # skipped stage (its shuffle output was reused)
+        tasks = _stage_tasks(spark, sid)
+        while len(tasks) < sinfo.numCompletedTasks and time.monotonic() < deadline:
+            time.sleep(0.05)
+            tasks = _stage_tasks(spark, sid)
+        if tasks and all(t["shuffle_read"] == 0 for t in tasks) and any(t["shuffle_written"] for t in tasks):
+            best = {"stage": sid, "tasks": sorted(tasks, key=lambda t: t["index"])}
+            break
+    return best
+
+
+class CombinerMetricsListener(StreamingQueryListener):
+    """Collects :class:`BatchStats` for every progress event of the queries it watches."""
+
+    def __init__(self, spark: SparkSession, progress_log: Path | None = None, query_names: set[str] | None = None):
+        self._session = spark
+        self.progress_log = progress_log
+        self.query_names = query_names
+        self.stats: list[BatchStats] = []
+        self._seen_jobs: set[int] = set()
+        self._lock = threading.Lock()
+        if progress_log is not None:
+            progress_log.parent.mkdir(parents=True, exist_ok=True)
+
+    def onQueryStarted(self, event: Any) -> None:
+        """Nothing to record."""
+
+    def onQueryIdle(self, event: Any) -> None:
+        """Nothing to record."""
+
+    def onQueryTerminated(self, event: Any) -> None:
+        """Nothing to record."""
+
+    def onQueryProgress(self, event: Any) -> None:
+        """Record the combiner stage of the batch that just finished (never raises into Spark)."""
+        try:
+            self._record(event.progress)
+        except Exception as exc:  # observability must not stop the query
+            print(f"skewroute observability: batch metrics unavailable: {exc}")
+
+    def _record(self, p: Any) -> None:
+        name = p.name or str(p.id)
+        if self.query_names is not None and name not in self.query_names:
+            return
+        tracker = self._session.sparkContext.statusTracker()
+        with self._lock:
+            jobs = [j for j in tracker.getJobIdsForGroup(str(p.runId)) if j not in self._seen_jobs]
+            self._seen_jobs.update(jobs)
+        stage = combiner_stage_stats(self._session, sorted(jobs)) if p.numInputRows else None
+        ops = list(p.stateOperators or [])
+        stats = BatchStats(
+            query=name,
+            batch_id=int(p.batchId),
+            timestamp=str(p.timestamp),
+            input_rows=int(p.numInputRows),
+            batch_ms=int((p.durationMs or {}).get("triggerExecution", 0)),
+            processed_rows_per_second=float(p.processedRowsPerSecond or 0.0),
+            rows_dropped_by_watermark=sum(int(o.numRowsDroppedByWatermark) for o in ops),
+            state_rows=sum(int(o.numRowsTotal) for o in ops),
+        )
+        if stage is not None:
+            tasks = stage["tasks"]
+            stats.combiner_task_ms = [t["run_ms"] for t in tasks]
+            stats.combiner_records = [t["records"] for t in tasks]
+            stats.shuffled_partials = sum(t["shuffle_written"] for t in tasks)
+            med = statistics.median(stats.combiner_task_ms)
+            stats.straggler_ratio = round(max(stats.combiner_task_ms) / med, 3) if med > 0 else None
+        self._publish(stats)
+
+    def _publish(self, s: BatchStats) -> None:
+        with self._lock:
+            self.stats.append(s)
+            if self.progress_log is not None:
+                with self.progress_log.open("a") as f:
+                    f.write(s.to_json() + "\n")
+        _ROWS.labels(s.query).set(s.input_rows)
+        _PARTIALS.labels(s.query).set(s.shuffled_partials)
+        if s.straggler_ratio is not None:
+            _STRAGGLER.labels(s.query).set(s.straggler_ratio)
+        for ms in s.combiner_task_ms:
+            _TASK.labels(s.query).observe(ms / 1000)
