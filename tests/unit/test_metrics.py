@@ -5,6 +5,8 @@ from __future__ import annotations
 import mmh3
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from router.partitioners import create
 from router.partitioners.metrics import SERIES, count_windows, measure, time_windows
@@ -153,3 +155,28 @@ def test_invalid_input() -> None:
         measure([1], [0], [0], n=1, m=0)
     with pytest.raises(ValueError, match="unknown metric"):
         count_windows([1], [0], n=1).series("nope")
+
+
+@given(
+    data=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 4)), min_size=1, max_size=80),
+    size=st.integers(1, 20),
+    m=st.integers(1, 4),
+    c=st.sampled_from([0.0, 1.0, 2.5]),
+)
+@settings(max_examples=200, deadline=None)
+def test_matches_a_naive_per_window_computation(data: list[tuple[int, int]], size: int, m: int, c: float) -> None:
+    keys = [k for k, _ in data]
+    comb = [x for _, x in data]
+    ws = count_windows(keys, comb, n=5, size=size, m=m, c=c)
+    for w, start in enumerate(range(0, len(data), size)):
+        chunk = data[start : start + size]
+        loads = [sum(1 for _, x in chunk if x == i) for i in range(5)]
+        pairs = set(chunk)
+        distinct = [sum(1 for _, x in pairs if x == i) for i in range(5)]
+        partials = [sum(1 for k, _ in pairs if reducer(str(k), m) == j) for j in range(m)]
+        n_keys = len({k for k, _ in chunk})
+        assert ws.loads[w].tolist() == loads and ws.distinct[w].tolist() == distinct
+        assert ws.partials[w].tolist() == partials and ws.keys[w] == n_keys
+        assert ws.imbalance[w] == pytest.approx(max(loads) - sum(loads) / 5)
+        assert ws.replication[w] == pytest.approx(len(pairs) / n_keys)
+        assert ws.time[w] == pytest.approx(max(loads) + c * max(partials))
