@@ -20,7 +20,7 @@ from router.bench.experiments import adaptation_lag, cumulative_imbalance, split
 from router.bench.report import write_report
 from router.bench.suite import run_suite
 from router.cli import app
-from router.partitioners import PartitionerState, register
+from router.partitioners import PartitionerState, registry
 from router.partitioners.simple import HashPartitioner
 
 
@@ -104,8 +104,8 @@ class RecordingHash(HashPartitioner):
         RecordingHash.merges.append((self.tuples_seen, len(peers)))
 
 
-def test_in_process_sync_every_dsync_tuples() -> None:
-    register("recording-hash", RecordingHash, replace=True)
+def test_in_process_sync_every_dsync_tuples(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(registry._REGISTRY, "recording-hash", RecordingHash)  # removed again after the test
     RecordingHash.merges.clear()
     wl = make_workload("uniform:keys=100,tuples=10000,batch=500")
     run_bench(wl, BenchSpec(partitioners=("recording-hash",), routers=3, dsync=2000))
@@ -165,3 +165,28 @@ def test_cli_bench_advise_reproduce(tmp_path: Path) -> None:
     assert md.count("| holistic |") == 3
     res = cli.invoke(app, ["bench", "-w", "nope"])
     assert res.exit_code == 2 and "unknown workload" in res.output
+
+
+class KeySetHash(HashPartitioner):
+    """Hash routing that records which keys each router instance (by seed) saw."""
+
+    name = "keyset-hash"
+    seen: dict[int, set[int]] = {}
+
+    def _assign(self, batch: Any, times: np.ndarray) -> np.ndarray:
+        KeySetHash.seen.setdefault(self.seed, set()).update(int(k) for k in batch.ids.tolist())
+        return super()._assign(batch, times)
+
+
+def test_multi_source_routers_read_their_own_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(registry._REGISTRY, "keyset-hash", KeySetHash)
+    KeySetHash.seen.clear()
+    wl = make_workload("multi:kinds=uniform+uniform,keys=50,shared=0,tuples=4000")
+    run_bench(wl, BenchSpec(partitioners=("keyset-hash",), routers=4, seed=0))
+    assert sorted(KeySetHash.seen) == [0, 1, 2, 3]
+    ids = {
+        s: {mmh3.hash64(str(k).encode(), 0x5EED, signed=False)[0] for k in r}
+        for s, r in ((0, range(50)), (1, range(50, 100)))
+    }
+    for router, keys in KeySetHash.seen.items():
+        assert keys <= ids[router % 2] and len(keys) == 50  # routers 0, 2 read source 0; 1, 3 source 1
