@@ -26,8 +26,8 @@ __all__ = ["Advice", "HolisticRule", "advise", "candidate_labels", "holistic_rul
 RULE_FACTOR = 10.0
 #: "constant": the groups-per-window coefficient of variation at most this.
 RULE_MAX_CV = 0.5
-#: Extra candidate choice counts for partitioners that take a ``d`` parameter.
-D_VARIANTS = (4,)
+#: Extra candidates: for a partitioner whose constructor takes the parameter, these values.
+VARIANTS: dict[str, tuple[object, ...]] = {"d": (4,), "tail": ("hash",)}
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def holistic_rule(result: BenchResult) -> HolisticRule:
 
 
 def candidate_labels(names: Sequence[str] | None = None) -> tuple[str, ...]:
-    """Every partitioner with default parameters, plus ``d`` variants where the class takes ``d``."""
+    """Every partitioner with default parameters, plus the :data:`VARIANTS` its constructor accepts."""
     labels: list[str] = []
     for name in names or available():
         labels.append(name)
@@ -86,8 +86,9 @@ def candidate_labels(names: Sequence[str] | None = None) -> tuple[str, ...]:
             sig = inspect.signature(get(name).__init__)
         except Exception:  # noqa: BLE001 - not importable yet: the run will report it as n/a
             continue
-        if "d" in sig.parameters:
-            labels += [f"{name}:d={d}" for d in D_VARIANTS]
+        for param, values in VARIANTS.items():
+            if param in sig.parameters:
+                labels += [f"{name}:{param}={v}" for v in values]
     return tuple(labels)
 
 

@@ -18,7 +18,7 @@ from router.bench import BenchSpec, run_bench
 from router.bench.advisor import advise, holistic_rule
 from router.bench.experiments import adaptation_lag, cumulative_imbalance, split_keys
 from router.bench.report import write_report
-from router.bench.suite import run_suite
+from router.bench.suite import EXPERIMENTS, run_suite
 from router.cli import app
 from router.partitioners import PartitionerState, registry
 from router.partitioners.simple import HashPartitioner
@@ -163,6 +163,11 @@ def test_cli_bench_advise_reproduce(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     md = (tmp_path / "p" / "reproduction.md").read_text()
     assert md.count("| holistic |") == 3
+    res = cli.invoke(app, ["bench", "--suite", "papers", "--tuples", "4000", "--out", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "s" / "reproduction.json").read_text())
+    assert {r["experiment"] for r in rows} == set(EXPERIMENTS)
+    assert all(r["verdict"] in ("yes", "no", "n/a") for r in rows)
     res = cli.invoke(app, ["bench", "-w", "nope"])
     assert res.exit_code == 2 and "unknown workload" in res.output
 
