@@ -1,0 +1,177 @@
+"""Dalton's contextual bandit: Q-table rows of hot keys, epsilon-greedy choice, reward, update (Sec. 3.2).
+
+Reward of routing ``m`` tuples of key ``k`` to combiner ``a`` (Eq. 3-4):
+``R = -(p1 * CI + p2 * CA)``, ``CI = (L_a - mean L) / max(L_a, mean L)`` on the load vector *after* the
+assignment, ``CA = |fragmentation bits of k| / n`` including ``a``. Update (Eq. 5) applied ``m`` times
+with the same reward, in closed form: ``Q <- R + (1 - gamma)^m (Q - R)``; ``m = 1`` is Algorithm 1
+exactly. Greedy ties go to the key's hash combiner (the reference code's rule: uniform data hashes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["BanditConfig", "QRow", "QTable", "Reward", "run_chunks", "weighted_average"]
+
+#: One buffered reward (key id, combiner, reward, tuples) for replay after a GLOBAL message.
+Reward = tuple[int, int, float, int]
+
+
+@dataclass(slots=True)
+class QRow:
+    """One hot key's Q values.
+
+    ``expires`` is the last statistics window in which the row is valid; ``weight`` counts the tuples
+    rewarded since the last sync (the key's weight when Q-tables are averaged); ``home`` is the key's hash
+    combiner (``-1`` until the key is seen locally).
+    """
+
+    q: list[float]
+    expires: int
+    home: int = -1
+    weight: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BanditConfig:
+    """Learning parameters (see :class:`~router.partitioners.dalton.DaltonPartitioner`)."""
+
+    n: int
+    epsilon: float = 0.1
+    gamma: float = 0.1
+    p1: float = 0.5
+    p2: float = 0.5
+    initial_q: float = -2.0
+    max_split: int = 0  # 0 = n
+    update: str = "chosen"  # "chosen": Eq. 5 on the chosen action; "all": every action's modelled reward
+
+
+@dataclass
+class QTable:
+    """Q rows of the keys currently routed by the bandit (at most ~2n: hot now or hot last window)."""
+
+    n: int
+    initial_q: float = -2.0
+    rows: dict[int, QRow] = field(default_factory=dict)
+
+    def mark_hot(self, key: int, window: int, home: int = -1) -> QRow:
+        """Key ``key`` is hot in statistics window ``window``: valid through ``window + 1``."""
+        row = self.rows.get(key)
+        if row is None:
+            row = self.rows[key] = QRow([self.initial_q] * self.n, window + 1, home)
+        elif row.expires < window + 1:
+            row.expires = window + 1
+        return row
+
+    def expire(self, window: int) -> list[int]:
+        """Drop the rows not valid in statistics window ``window``; returns their keys."""
+        gone = [k for k, r in self.rows.items() if r.expires < window]
+        for k in gone:
+            del self.rows[k]
+        return gone
+
+    def replay(self, rewards: Iterable[Reward], gamma: float) -> None:
+        """Apply buffered rewards (Eq. 5) to the current rows, in order."""
+        rows = self.rows
+        for key, a, reward, m in rewards:
+            row = rows.get(key)
+            if row is not None:
+                row.q[a] = reward + (1.0 - gamma) ** m * (row.q[a] - reward)
+
+
+def _greedy(q: list[float], home: int, allowed: list[int] | None) -> int:
+    if allowed is None:
+        best = max(q)
+        return home if home >= 0 and q[home] == best else q.index(best)
+    best = max(q[c] for c in allowed)
+    if home in allowed and q[home] == best:
+        return home
+    return next(c for c in allowed if q[c] == best)
+
+
+def run_chunks(
+    table: QTable,
+    cfg: BanditConfig,
+    keys: list[int],
+    sizes: list[int],
+    loads: list[float],
+    masks: dict[int, int],
+    explore: list[float],
+    random_action: list[int],
+    buffer: list[Reward] | None,
+) -> list[int]:
+    """Route chunks of hot tuples in stream order; returns the combiner of each chunk.
+
+    Chunk ``i`` is ``sizes[i]`` tuples of key ``keys[i]``. ``loads`` (the load vector of the reward's
+    window, already holding the batch's non-hot tuples) and ``masks`` (fragmentation bit mask per key)
+    are updated in place. Exploration happens when ``explore[i] < epsilon``, to ``random_action[i]``
+    (an integer, reduced modulo the allowed combiners). With ``buffer`` given (AWAIT state) each reward
+    is also appended there for replay onto the next global table.
+    """
+    n, eps, p1, p2, keep = cfg.n, cfg.epsilon, cfg.p1, cfg.p2, 1.0 - cfg.gamma
+    cap = cfg.max_split or n
+    full = cfg.update == "all"
+    rows = table.rows
+    total = float(sum(loads))
+    out: list[int] = []
+    rng = range(n)
+    fraglists: dict[int, tuple[int, list[float]]] = {}
+    for i, key in enumerate(keys):
+        m = sizes[i]
+        row = rows[key]
+        q = row.q
+        mask = masks[key]
+        held = mask.bit_count()
+        allowed = [c for c in rng if mask >> c & 1] if cap < n and held >= cap else None
+        if explore[i] < eps:
+            a = random_action[i] % n if allowed is None else allowed[random_action[i] % len(allowed)]
+        else:
+            a = _greedy(q, row.home, allowed)
+        total += m
+        mean = total / n
+        decay = keep**m
+        if full:  # every action's modelled reward, as if these m tuples had gone there
+            cached = fraglists.get(key)
+            if cached is None or cached[0] != mask:
+                cached = fraglists[key] = (mask, [(held + (not mask >> c & 1)) * p2 / n for c in rng])
+            step = 1.0 - decay
+            la = loads[a] + m
+            reward = -(p1 * (la - mean) / (la if la > mean else mean) + cached[1][a])
+            q[:] = [
+                decay * v - step * (p1 * (x + m - mean) / (x + m if x + m > mean else mean) + f)
+                for x, f, v in zip(loads, cached[1], q, strict=True)
+            ]
+            loads[a] = la
+            mask |= 1 << a
+        else:
+            loads[a] += m
+            la = loads[a]
+            mask |= 1 << a
+            reward = -(p1 * (la - mean) / max(la, mean) + p2 * mask.bit_count() / n)
+            q[a] = reward + decay * (q[a] - reward)
+        masks[key] = mask
+        row.weight += m
+        if buffer is not None:
+            buffer.append((key, a, reward, m))
+        out.append(a)
+    return out
+
+
+def weighted_average(contributions: dict[int, list[tuple[float, list[float]]]]) -> dict[int, list[float]]:
+    """Frequency-weighted average Q row per key, independent of the order of the contributions.
+
+    Each contribution is ``(weight, row)``; weights are the contributors' key frequencies (all-zero
+    weights fall back to the plain mean). Contributions are sorted before summing, so the floating-point
+    result does not depend on the order routers or peers are listed in.
+    """
+    out: dict[int, list[float]] = {}
+    for key in sorted(contributions):
+        items = sorted((float(w), tuple(r)) for w, r in contributions[key])
+        total = sum(w for w, _ in items)
+        if total <= 0:
+            items = [(1.0, r) for _, r in items]
+            total = float(len(items))
+        width = len(items[0][1])
+        out[key] = [sum(w * r[c] for w, r in items) / total for c in range(width)]
+    return out

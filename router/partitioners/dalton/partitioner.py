@@ -1,0 +1,347 @@
+"""The Dalton partitioner: bandit routing of hot keys, hash or affinity for the tail (papers/000).
+
+How a batch is processed (the batch is a look-ahead buffer: its key counts are known before routing):
+
+1. The batch is cut where the slide block or the statistics window changes; each segment is routed on
+   its own, after the window state has advanced to the segment's time (expiry is exact).
+2. The segment's distinct keys are counted into the statistics window; keys reaching ``L / n`` become
+   hot (valid through the next statistics window), keys still in the Q-table stay hot.
+3. Non-hot keys are routed per distinct key, vectorised (``tail="hash"`` or ``"affinity"``).
+4. Hot tuples are cut into chunks of ``quantum`` tuples of one key (the paper's load quantisation, Sec.
+   3.1 key idea 2) and the chunks are routed in stream order by the epsilon-greedy bandit, one decision
+   and one reward per chunk (``quantum=1`` is Algorithm 1 tuple by tuple). Hot keys are at most ``2n``,
+   so a batch of 1000 tuples needs a few dozen decisions; tuples get their chunk's combiner by numpy.
+
+Scopes. ``micro_batch=True`` (default) counts fragmentation *and* the reward's load vector per slide:
+with Spark consumers the slide is the trigger interval, each combiner task computes one partial per key
+per micro-batch, and a micro-batch's straggler is its most loaded task (Sec. 3.4). ``micro_batch=False``
+is the paper's tuple-at-a-time model: both over the sliding window ``W``. The window's fragmentation
+(with correct expiry) is maintained in both modes; key forwarding is decided on it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from router.partitioners.base import Partitioner, PartitionerState
+from router.partitioners.dalton import sync
+from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward, run_chunks
+from router.partitioners.dalton.stats import FrequencyStats, StatsMode
+from router.partitioners.dalton.tail import affinity_fill
+from router.partitioners.dalton.window import SlidingState, SlotTable
+from router.partitioners.keys import DEFAULT_HASH_SEED, KeyBatch
+
+__all__ = ["DEFAULT_TAIL", "DaltonPartitioner"]
+
+IntP = npt.NDArray[np.intp]
+I64 = npt.NDArray[np.int64]
+TailRule = Literal["hash", "affinity"]
+#: Chosen by measurement across workloads (see the package README table in the report / docs).
+DEFAULT_TAIL: TailRule = "affinity"
+_INITIAL_SLOTS = 1 << 14
+
+
+class DaltonPartitioner(Partitioner):
+    """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions of ALGORITHMS.md.
+
+    Parameters (besides ``n``, ``window``, ``slide``, ``seed``, ``hash_seed``):
+    ``epsilon``, ``gamma``, ``p1``, ``p2``, ``initial_q``: the bandit (paper defaults);
+    ``statistics``: ``exact`` | ``countmin`` | ``hybrid`` (per statistics window; ``exact_limit`` distinct
+    keys is the hybrid's switch); ``stats_window``: the statistics window (default one slide);
+    ``max_split``: most combiners a key may reach in the fragmentation scope (default ``n``);
+    ``tail``: ``hash`` (paper) or ``affinity`` (default); ``micro_batch``: see the module doc;
+    ``quantum``: tuples per bandit decision (default ``max(1, segment // (8 n))``);
+    ``key_forwarding``: compute :meth:`forwardable` (Sec. 4.2).
+    """
+
+    name = "dalton"
+    splits_keys = True
+    n_hashes = 2
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        window: float = 60_000,
+        slide: float = 1_000,
+        seed: int = 0,
+        hash_seed: int = DEFAULT_HASH_SEED,
+        epsilon: float = 0.1,
+        gamma: float = 0.1,
+        p1: float = 0.5,
+        p2: float = 0.5,
+        initial_q: float = -2.0,
+        statistics: StatsMode = "exact",
+        exact_limit: int = 1 << 16,
+        stats_window: float | None = None,
+        max_split: int | None = None,
+        tail: TailRule | None = None,
+        micro_batch: bool = True,
+        quantum: int | None = None,
+        key_forwarding: bool = False,
+        update: Literal["chosen", "all"] = "all",
+    ) -> None:
+        self.tail: TailRule = DEFAULT_TAIL if tail is None else tail
+        if self.tail not in ("hash", "affinity"):
+            raise ValueError(f"tail must be 'hash' or 'affinity', got {tail!r}")
+        super().__init__(n, window=window, slide=slide, seed=seed, hash_seed=hash_seed)
+        if not 0 <= epsilon <= 1:
+            raise ValueError(f"epsilon must be in [0, 1], got {epsilon!r}")
+        if not 0 < gamma <= 1:
+            raise ValueError(f"gamma must be in (0, 1], got {gamma!r}")
+        if min(p1, p2) < 0:
+            raise ValueError(f"p1 and p2 must be >= 0, got {p1!r}, {p2!r}")
+        if max_split is not None and max_split < 1:
+            raise ValueError(f"max_split must be >= 1, got {max_split!r}")
+        if quantum is not None and quantum < 1:
+            raise ValueError(f"quantum must be >= 1, got {quantum!r}")
+        self.stats_window = slide if stats_window is None else stats_window
+        if not self.stats_window > 0:
+            raise ValueError(f"stats_window must be > 0, got {stats_window!r}")
+        self._params.update(
+            epsilon=epsilon, gamma=gamma, p1=p1, p2=p2, initial_q=initial_q, statistics=statistics,
+            exact_limit=exact_limit, stats_window=stats_window, max_split=max_split, tail=tail,
+            micro_batch=micro_batch, quantum=quantum, key_forwarding=key_forwarding, update=update,
+        )  # fmt: skip
+        if update not in ("chosen", "all"):
+            raise ValueError(f"update must be 'chosen' or 'all', got {update!r}")
+        self.cfg = BanditConfig(self.n, epsilon, gamma, p1, p2, initial_q, min(max_split or self.n, self.n), update)
+        self.scope = "slide" if micro_batch else "window"
+        self.quantum = quantum
+        self.key_forwarding = key_forwarding
+        self.slots = SlotTable(_INITIAL_SLOTS)
+        self.win = SlidingState(self.n, max(1, math.ceil(window / slide)), _INITIAL_SLOTS)
+        self.stats = FrequencyStats(self.n, statistics, _INITIAL_SLOTS, exact_limit=exact_limit)
+        self.qtable = QTable(self.n, initial_q)
+        # cooperative learning (see sync.py)
+        self.sync_counts: I64 = np.zeros(_INITIAL_SLOTS, dtype=np.int64)
+        #: per slot: the key's hash combiner and its two distinct affinity candidates
+        self.cand: IntP = np.zeros((_INITIAL_SLOTS, 3), dtype=np.intp)
+        self.records_since_sync = 0
+        self.awaiting = False
+        self.cooperative = False
+        self.buffer: list[Reward] = []
+        self.last_global_block = -1
+        self._forward: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
+
+    def _hash_count(self) -> int:
+        return 2 if self.tail == "affinity" else 1
+
+    # -- slots ---------------------------------------------------------------------------------
+    def _slots_for(self, ids: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint32]) -> IntP:
+        slots = self.slots.find(ids)
+        miss = slots < 0
+        k = int(miss.sum())
+        if k:
+            if len(self.slots.free) < k:
+                self._collect(slots[~miss])
+                cap = self.slots.capacity
+                if len(self.slots.free) < max(k, cap // 4):
+                    self._grow(max(2 * cap, cap + k))
+            new = self.slots.insert(ids[miss])
+            slots[miss] = new
+            h = hashes[miss]
+            self.cand[new, 0] = h[:, 0] % np.uint32(self.n)
+            if self.tail == "affinity":  # distinct_candidates(h, n, 2), inlined for small batches
+                c1 = h[:, 0] % np.uint32(self.n)
+                c2 = h[:, 1] % np.uint32(self.n)
+                self.cand[new, 1] = c1
+                self.cand[new, 2] = np.where(c2 == c1, (c2 + 1) % self.n, c2) if self.n > 1 else c1
+        return slots
+
+    def _collect(self, protect: IntP) -> None:
+        """Recycle the slots of keys no state refers to any more."""
+        live = self.win.live() | self.stats.live() | (self.sync_counts > 0)
+        live[protect] = True
+        if self.qtable.rows:
+            q = self.slots.find(np.fromiter(self.qtable.rows, dtype=np.uint64, count=len(self.qtable.rows)))
+            live[q[q >= 0]] = True
+        dead = np.flatnonzero(self.slots.used & ~live)
+        if dead.size:
+            self.slots.release(dead)
+
+    def _grow(self, capacity: int) -> None:
+        self.slots.grow(capacity)
+        self.win.grow(capacity)
+        self.stats.grow(capacity)
+        extra = capacity - self.sync_counts.shape[0]
+        self.sync_counts = np.concatenate([self.sync_counts, np.zeros(extra, dtype=np.int64)])
+        self.cand = np.concatenate([self.cand, np.zeros((extra, 3), dtype=np.intp)])
+
+    # -- time ----------------------------------------------------------------------------------
+    def _advance(self, t: float) -> None:
+        self.win.advance(int(t // self.slide))
+        if self.stats.advance(int(t // self.stats_window)):
+            self.qtable.expire(self.stats.index)
+
+    def _segments(self, times: np.ndarray) -> list[tuple[int, int]]:
+        size = times.shape[0]
+        b = np.floor_divide(times, self.slide)
+        w = np.floor_divide(times, self.stats_window)
+        if b[0] == b[-1] and w[0] == w[-1]:
+            return [(0, size)]
+        cuts = (np.flatnonzero((np.diff(b) != 0) | (np.diff(w) != 0)) + 1).tolist()
+        bounds = [0, *cuts, size]
+        return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+    # -- the data path -------------------------------------------------------------------------
+    def _assign(self, batch: KeyBatch, times: np.ndarray) -> npt.ArrayLike:
+        slots = self._slots_for(batch.ids, batch.hashes)
+        out = np.empty(batch.size, dtype=np.intp)
+        forward = np.zeros(batch.size, dtype=bool) if self.key_forwarding else self._forward
+        for a, b in self._segments(times):
+            self._advance(float(times[a]))
+            if a == 0 and b == batch.size:
+                u: IntP = np.arange(batch.distinct, dtype=np.intp)
+                inv, counts = batch.inverse, batch.counts()
+            else:
+                u, inv = np.unique(batch.inverse[a:b], return_inverse=True)
+                inv = inv.reshape(-1)
+                counts = np.bincount(inv, minlength=u.shape[0]).astype(np.int64)
+            seg_out, hot = self._segment(slots[u], batch.ids[u], counts, inv)
+            out[a:b] = seg_out
+            if self.key_forwarding:
+                forward[a:b] = self._forwardable(slots[u], hot)[inv]
+        self._forward = forward
+        return out
+
+    def _segment(
+        self, slots: IntP, ids: npt.NDArray[np.uint64], counts: I64, inv: IntP
+    ) -> tuple[IntP, npt.NDArray[np.bool_]]:
+        n = self.n
+        freq = self.stats.observe(slots, ids, counts)
+        self.sync_counts[slots] += counts
+        self.records_since_sync += inv.shape[0]
+        hot = freq >= self.stats.threshold()
+        cand = self.cand[slots]
+        rows = self.qtable.rows
+        if hot.any():
+            for i in np.flatnonzero(hot).tolist():
+                self.qtable.mark_hot(int(ids[i]), self.stats.index)
+        if rows:
+            hot |= (ids[:, None] == np.fromiter(rows, dtype=np.uint64, count=len(rows))[None, :]).any(axis=1)
+        choice = cand[:, 0].copy()
+        base = self.win.head_load if self.scope == "slide" else self.win.window_load
+        any_hot = bool(hot.any())
+        t = np.flatnonzero(~hot) if any_hot else np.arange(slots.shape[0])
+        if self.tail == "affinity" and t.size:
+            c1, c2 = cand[t, 1], cand[t, 2]
+            st = slots[t]
+            if self.scope == "slide" and not base.any():
+                held = np.full(t.shape[0], -1, dtype=np.intp)  # a fresh slide holds nothing yet
+            else:
+                held = np.where(
+                    self.win.held(st, c1, self.scope), c1, np.where(self.win.held(st, c2, self.scope), c2, -1)
+                )
+            choice[t] = affinity_fill(c1, c2, held, counts[t], base.astype(np.float64), n)
+        if not any_hot:
+            self.win.add(slots, choice, counts)
+            return choice[inv], hot
+        loads = (base + np.bincount(choice[t], weights=counts[t], minlength=n)).tolist()
+        tuple_out = choice[inv]
+        pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, cand[:, 0], counts, inv, loads, tuple_out)
+        self.win.add(
+            np.concatenate([slots[t], pslots]),
+            np.concatenate([choice[t], pcombs]),
+            np.concatenate([counts[t], pcounts]),
+        )
+        return tuple_out, hot
+
+    def _route_hot(
+        self,
+        hot: npt.NDArray[np.bool_],
+        slots: IntP,
+        ids: npt.NDArray[np.uint64],
+        home: IntP,
+        counts: I64,
+        inv: IntP,
+        loads: list[float],
+        out: IntP,
+    ) -> tuple[IntP, IntP, I64]:
+        """Route the hot tuples chunk by chunk (writes ``out``); returns distinct (slot, combiner, tuples)."""
+        hk = np.flatnonzero(hot)
+        gmap = np.full(hot.shape[0], -1, dtype=np.intp)
+        gmap[hk] = np.arange(hk.shape[0])
+        tpos = np.flatnonzero(gmap[inv] >= 0)
+        grp = gmap[inv[tpos]]
+        order = np.argsort(grp, kind="stable")
+        tpos, grp = tpos[order], grp[order]  # hot tuples grouped by key, in stream order within a key
+        q = self.quantum or max(1, inv.shape[0] // (8 * self.n))
+        cnt = counts[hk]
+        nch = (cnt + q - 1) // q
+        first = np.cumsum(cnt) - cnt  # start of each hot key in tpos
+        choff = np.cumsum(nch) - nch  # first chunk of each hot key
+        ch_key = np.repeat(np.arange(hk.shape[0]), nch)
+        ch_j = np.arange(ch_key.shape[0]) - choff[ch_key]
+        ch_size = np.minimum(q, cnt[ch_key] - ch_j * q)
+        seq = np.argsort(tpos[first[ch_key] + ch_j * q], kind="stable")  # chunks in stream order
+        keys_u = ids[hk].tolist()
+        rows = self.qtable.rows
+        masks: dict[int, int] = {}
+        for j, key in enumerate(keys_u):
+            rows[key].home = int(home[hk[j]])
+            masks[key] = self.win.bits(int(slots[hk[j]]), self.scope)
+        nseq = seq.shape[0]
+        explore: list[float] = [1.0] * nseq
+        rand: list[int] = [0] * nseq
+        if self.cfg.epsilon > 0:  # epsilon = 0 draws nothing: fully deterministic, seed-independent
+            explore = np.asarray(self.rng.random(nseq), dtype=np.float64).tolist()
+            rand = np.asarray(self.rng.integers(0, self.n, nseq), dtype=np.int64).tolist()
+        actions = np.empty(nseq, dtype=np.intp)
+        actions[seq] = run_chunks(
+            self.qtable, self.cfg, [keys_u[k] for k in ch_key[seq].tolist()], ch_size[seq].tolist(),
+            loads, masks, explore, rand, self.buffer if self.awaiting else None,
+        )  # fmt: skip
+        out[tpos] = actions[choff[grp] + (np.arange(tpos.shape[0]) - first[grp]) // q]
+        pair = np.bincount(ch_key * self.n + actions, weights=ch_size, minlength=hk.shape[0] * self.n)
+        nz = np.flatnonzero(pair)
+        return slots[hk][nz // self.n], nz % self.n, pair[nz].astype(np.int64)
+
+    # -- key forwarding (Sec. 4.2) -------------------------------------------------------------
+    def _forwardable(self, slots: IntP, hot: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        ok = ~hot & (self.win.fragmentation(slots, "window") == 1)
+        if self.cooperative and self.last_global_block != self.win.block:
+            ok[:] = False  # several routers: only when a GLOBAL arrived within this slide
+        return ok
+
+    def forwardable(self) -> npt.NDArray[np.bool_]:
+        """Per tuple of the last batch, whether its partial may skip the reducers (key forwarding, Sec. 4.2).
+
+        True for a non-hot key held by exactly one combiner in the whole sliding window, when
+        ``key_forwarding`` is on; with cooperating routers only if a GLOBAL message was applied during the
+        current slide. All False when ``key_forwarding`` is off.
+        """
+        return self._forward.copy()
+
+    # -- introspection -------------------------------------------------------------------------
+    def hot_keys(self) -> list[int]:
+        """Key ids currently in the Q-table (hot now or in the previous statistics window)."""
+        return list(self.qtable.rows)
+
+    def fragmentation(self, keys: Sequence[Any], scope: Literal["window", "slide"] = "window") -> list[int]:
+        """Combiners each key reaches in the sliding window (or the current slide)."""
+        if not len(keys):
+            return []
+        enc = self.codec.encode(keys)
+        ids = enc.ids[enc.inverse]
+        slots = self.slots.find(ids)
+        frag = self.win.fragmentation(np.maximum(slots, 0), scope)
+        return np.where(slots >= 0, frag, 0).tolist()
+
+    # -- cooperative learning (sync.py) --------------------------------------------------------
+    def sync_payload(self) -> dict[str, Any]:
+        """SYNC message body for the Q-table reducer; enters the AWAIT state (see :mod:`.sync`)."""
+        return sync.make_payload(self)
+
+    def apply_global(self, message: Mapping[str, Any]) -> None:
+        """Apply a GLOBAL message from the Q-table reducer and replay buffered rewards (see :mod:`.sync`)."""
+        sync.apply_global(self, message)
+
+    def merge(self, peers: Sequence[PartitionerState]) -> None:
+        """Replace the Q-table by the frequency-weighted average of this router's and ``peers``' tables."""
+        sync.merge_states(self, peers)

@@ -1,0 +1,123 @@
+"""Hot-key frequency statistics over tumbling statistics windows (Dalton Sec. 3.3, "Statistics Computation").
+
+A key is hot when its frequency in the current statistics window reaches ``L / n``, ``L`` being the total
+load of the previous statistics window (Definition 3.3 with the paper's estimate of ``L``). Before a
+previous window exists (and whenever the current window already carries more load than the previous
+one) the current load is used instead, so ``L / n`` never drops to zero and at most ``n`` keys can cross
+it in one window (Theorem 3.4).
+
+Three ways to count, chosen per statistics window:
+
+- ``exact``: a count per key (slot-indexed numpy array, i.e. a hashmap through the slot table);
+- ``countmin``: Apache DataSketches' count-min sketch (bounded memory; estimates never undercount, so
+  no heavy hitter is missed; per-key calls make it slower than ``exact`` in Python);
+- ``hybrid``: ``exact`` unless the previous statistics window held more than ``exact_limit`` distinct
+  keys, then the sketch (the paper's policy: choose from the previous window's statistics).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from datasketches import count_min_sketch
+
+__all__ = ["FrequencyStats", "StatsMode"]
+
+StatsMode = Literal["exact", "countmin", "hybrid"]
+IntP = npt.NDArray[np.intp]
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+#: Seed of the count-min sketch's hashes (fixed: every router estimates the same way).
+SKETCH_SEED = 9001
+
+
+class FrequencyStats:
+    """Per-key frequencies in the current statistics window and the previous window's total load."""
+
+    def __init__(self, n: int, mode: StatsMode, capacity: int, *, exact_limit: int = 1 << 16) -> None:
+        if mode not in ("exact", "countmin", "hybrid"):
+            raise ValueError(f"statistics must be exact, countmin or hybrid, got {mode!r}")
+        self.n = n
+        self.mode = mode
+        self.exact_limit = exact_limit
+        self.index = -1  # current statistics window (time // stats_window)
+        self.prev_load = 0
+        self.cur_load = 0
+        self.prev_distinct = 0
+        self.cur_distinct = 0
+        self.counts: I64 = np.zeros(capacity, dtype=np.int64)
+        self._touched: list[IntP] = []
+        self.use_sketch = mode == "countmin"
+        self.sketch: Any = self._new_sketch() if self.use_sketch else None
+
+    def _new_sketch(self) -> Any:
+        hashes = count_min_sketch.suggest_num_hashes(0.99)
+        buckets = count_min_sketch.suggest_num_buckets(0.1 / self.n)  # error well below the L/n threshold
+        return count_min_sketch(hashes, buckets, SKETCH_SEED)
+
+    # -- slots ---------------------------------------------------------------------------------
+    def grow(self, capacity: int) -> None:
+        """Enlarge the per-slot counts."""
+        extra = capacity - self.counts.shape[0]
+        if extra > 0:
+            self.counts = np.concatenate([self.counts, np.zeros(extra, dtype=np.int64)])
+
+    def live(self) -> npt.NDArray[np.bool_]:
+        """Slots with a count in the current window."""
+        return self.counts > 0
+
+    # -- windows -------------------------------------------------------------------------------
+    def advance(self, index: int) -> bool:
+        """Enter statistics window ``index``; returns whether a window closed."""
+        if self.index < 0:
+            self.index = index
+            return False
+        if index <= self.index:
+            return False
+        adjacent = index == self.index + 1
+        self.prev_load = self.cur_load if adjacent else 0
+        self.prev_distinct = self.cur_distinct if adjacent else 0
+        self.cur_load = self.cur_distinct = 0
+        if self._touched:
+            self.counts[np.concatenate(self._touched)] = 0
+            self._touched = []
+        if self.mode == "hybrid":
+            self.use_sketch = self.prev_distinct > self.exact_limit
+        self.sketch = self._new_sketch() if self.use_sketch else None
+        self.index = index
+        return True
+
+    def observe(self, slots: IntP, ids: U64, counts: I64) -> I64:
+        """Count a segment's distinct keys (``counts`` tuples each); returns their window frequencies."""
+        self.cur_load += int(counts.sum())
+        if not self.use_sketch:
+            new = self.counts[slots] == 0
+            self.cur_distinct += int(new.sum())
+            self._touched.append(slots[new])
+            self.counts[slots] += counts
+            return self.counts[slots]
+        self.cur_distinct += int(ids.shape[0])  # upper bound: keys may repeat across segments
+        update, estimate = self.sketch.update, self.sketch.get_estimate
+        out = []
+        for k, c in zip(ids.view(np.int64).tolist(), counts.tolist(), strict=True):
+            update(k, float(c))
+            out.append(estimate(k))
+        return np.asarray(out, dtype=np.float64).astype(np.int64)
+
+    def threshold(self) -> float:
+        """Hot-key threshold ``L / n`` (``L``: previous window's load, or the current one if larger)."""
+        return max(self.prev_load, self.cur_load) / self.n
+
+    # -- pickling (DataSketches objects do not pickle) ---------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(vars(self))
+        if self.sketch is not None:
+            state["sketch"] = bytes(self.sketch.serialize())
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if state.get("sketch") is not None:
+            state = {**state, "sketch": count_min_sketch.deserialize(state["sketch"])}
+        self.__dict__.update(state)

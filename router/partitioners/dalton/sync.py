@@ -1,0 +1,140 @@
+"""Hooks for cooperative learning (Dalton Sec. 4, Algorithm 2), with plain dicts: no Kafka here.
+
+The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is built on three calls:
+
+``payload = router.sync_payload()``
+    Every DSYNC: the SYNC message body. Keys are 64-bit key ids (``KeyCodec``: identical on every
+    router), Q rows are lists of ``n`` floats::
+
+        {"version": 1,
+         "qtable": {key_id: [q_0, ..., q_{n-1}], ...},   # local rows of hot keys
+         "weights": {key_id: tuples_rewarded_since_last_sync, ...},
+         "records": int,                                  # tuples routed since the last sync
+         "top_keys": [[key_id, count], ...],              # the n most frequent keys since the last sync
+         "request_double": bool,                          # previous SYNC still unanswered: double DSYNC
+         "stats_window": int}                             # the router's statistics window index
+
+    The router enters AWAIT: it keeps routing and learning locally, and buffers every reward.
+
+``router.apply_global(message)``
+    The reducer's GLOBAL answer::
+
+        {"qtable": {key_id: [q...]},   # global rows: replace the local ones (new keys become hot)
+         "hot": [key_id, ...],          # globally hot keys (f > GL / n): hot through the next window
+         "expire": [key_id, ...],       # keys to drop from the Q-table now
+         "global_load": int}            # GL: becomes the load estimate of the L / n threshold
+
+    Every field is optional. The buffered rewards are then replayed (Eq. 5) onto the global rows and the
+    router returns to PREPARE. A router that never gets an answer keeps routing correctly (local learning).
+    Deviation from Algorithm 2, on purpose: during AWAIT the local table keeps learning (else a hot key's
+    greedy choice is frozen until the answer and piles onto one combiner); the global table replaces it
+    on arrival, so the end result is the paper's.
+
+``router.merge(peer_states)``
+    In-process cooperative learning from :class:`PartitionerState` snapshots: the Q-table becomes the
+    frequency-weighted average (:func:`~.bandit.weighted_average`) of this router's and the peers' rows;
+    keys only peers know become hot here. Independent of the order of the peers.
+
+A reducer averages ``qtable`` rows with the ``weights`` as weights (:func:`~.bandit.weighted_average`
+is the reference; it weights every contribution, unlike the reference code's first SYNC) and computes
+``GL = sum(records)`` and the hot keys from the summed ``top_keys`` counts (a key once per router).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from router.partitioners.base import PartitionerState
+from router.partitioners.dalton.bandit import QRow, QTable, weighted_average
+
+if TYPE_CHECKING:
+    from router.partitioners.dalton.partitioner import DaltonPartitioner
+
+__all__ = ["PAYLOAD_VERSION", "apply_global", "make_payload", "merge_states"]
+
+PAYLOAD_VERSION = 1
+
+
+def make_payload(p: DaltonPartitioner) -> dict[str, Any]:
+    """Build the SYNC body and reset the since-last-sync counters (see the module doc)."""
+    counts = p.sync_counts
+    seen = np.flatnonzero(counts > 0)
+    ids = p.slots.ids[seen]
+    order = np.lexsort((ids, -counts[seen]))[: p.n]  # by count, ties by id: deterministic
+    top = [[int(k), int(c)] for k, c in zip(ids[order].tolist(), counts[seen][order].tolist(), strict=True)]
+    rows = p.qtable.rows
+    payload = {
+        "version": PAYLOAD_VERSION,
+        "qtable": {k: list(r.q) for k, r in rows.items()},
+        "weights": {k: r.weight for k, r in rows.items()},
+        "records": p.records_since_sync,
+        "top_keys": top,
+        "request_double": p.awaiting,
+        "stats_window": p.stats.index,
+    }
+    counts[seen] = 0
+    p.records_since_sync = 0
+    for r in rows.values():
+        r.weight = 0
+    p.awaiting = True
+    p.cooperative = True
+    return payload
+
+
+def _row(values: Sequence[float], n: int, key: int) -> list[float]:
+    row = [float(v) for v in values]
+    if len(row) != n:
+        raise ValueError(f"Q row of key {key} has {len(row)} values, expected n={n}")
+    return row
+
+
+def apply_global(p: DaltonPartitioner, message: Mapping[str, Any]) -> None:
+    """Apply a GLOBAL message and replay the buffered rewards (see the module doc)."""
+    table = p.qtable
+    window = max(p.stats.index, 0)
+    for key in message.get("expire", ()):
+        table.rows.pop(int(key), None)
+    for key, values in dict(message.get("qtable", {})).items():
+        k = int(key)
+        row = table.rows.get(k)
+        if row is None:
+            table.rows[k] = QRow(_row(values, p.n, k), window + 1)
+        else:
+            row.q = _row(values, p.n, k)
+    for key in message.get("hot", ()):
+        table.mark_hot(int(key), window)
+    if message.get("global_load") is not None:
+        p.stats.prev_load = int(message["global_load"])
+    table.replay(p.buffer, p.cfg.gamma)
+    p.buffer = []
+    p.awaiting = False
+    p.cooperative = True
+    p.last_global_block = p.win.block
+
+
+def merge_states(p: DaltonPartitioner, peers: Sequence[PartitionerState]) -> None:
+    """Average this router's Q-table with the peers' (weighted by key frequency, order-independent)."""
+    contributions: dict[int, list[tuple[float, list[float]]]] = {}
+    tables = [p.qtable]
+    for state in peers:
+        if state.name != p.name or state.params.get("n") != p.n:
+            raise ValueError(f"cannot merge state of {state.name!r} n={state.params.get('n')} into dalton n={p.n}")
+        peer = pickle.loads(state.data)
+        table = peer.get("qtable")
+        if not isinstance(table, QTable):
+            raise ValueError("peer state holds no Dalton Q-table")
+        tables.append(table)
+    for table in tables:
+        for key, row in table.rows.items():
+            contributions.setdefault(key, []).append((float(row.weight), list(row.q)))
+    window = max(p.stats.index, 0)
+    for key, q in weighted_average(contributions).items():
+        mine = p.qtable.rows.get(key)
+        if mine is None:
+            p.qtable.rows[key] = QRow(q, window + 1)
+        else:
+            mine.q = q

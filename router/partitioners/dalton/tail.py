@@ -1,0 +1,81 @@
+"""Routing of non-hot keys ("the tail"): hash (the paper) or a two-choice affinity rule like cAM's.
+
+``affinity``: each key has two distinct hash candidates (:func:`distinct_candidates`). A key one of its
+candidates already holds (in the fragmentation scope: the current slide in micro-batch mode, the sliding
+window otherwise) goes there, so the rule never splits a key inside its scope. The other keys choose the
+less loaded candidate. cAM decides tuple by tuple; here a batch's keys are decided together, all tuples of
+a key at once (their counts are known: the batch is a look-ahead buffer), by a vectorised fill: every
+free key starts on its first candidate, then the most loaded combiners move free keys to their second
+candidate while that one is below the mean load (largest keys first, at most the excess, at most the
+room). This is cAM's least-loaded choice made with the whole batch in view, in ``O(n)`` numpy passes.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["affinity_fill"]
+
+IntP = npt.NDArray[np.intp]
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+
+def _plan(load: list[float], target: float, movable: list[list[float]], n: int) -> list[list[float]]:
+    """How much weight to move from ``i`` to ``j`` (``movable[i][j]`` available): most loaded first."""
+    flow = [[0.0] * n for _ in range(n)]
+    for i in sorted(range(n), key=lambda c: -load[c]):
+        excess = load[i] - target
+        if excess < 1:
+            break
+        row = movable[i]
+        for j in sorted((j for j in range(n) if row[j] > 0 and load[j] < target), key=lambda c: load[c]):
+            x = min(excess, target - load[j], row[j])
+            flow[i][j] = x
+            load[j] += x
+            load[i] -= x
+            excess -= x
+            if excess < 1:
+                break
+    return flow
+
+
+def affinity_fill(c1: IntP, c2: IntP, held: IntP, weights: I64, loads: F64, n: int) -> IntP:
+    """Choose ``c1[i]`` or ``c2[i]`` for every key (``held[i] >= 0``: the key must go to ``held[i]``).
+
+    ``weights`` are the keys' tuple counts, ``loads`` the load vector before them. Returns the choice.
+    Free keys start on ``c1``; an ``n x n`` plan (most loaded combiners first, at most each one's excess
+    and each destination's room) says how much weight moves from ``i`` to ``j``; each ``(i, j)`` group
+    then moves its keys, largest first, while their midpoints fit in the planned amount.
+    """
+    free = held < 0
+    choice = np.where(free, c1, held)
+    w = weights.astype(np.float64)
+    load = loads + np.bincount(choice, weights=w, minlength=n)
+    if not free.any():
+        return choice
+    target = float(load.sum()) / n
+    if float(load.max()) - target < 1:
+        return choice
+    cand = np.flatnonzero(free)
+    code = c1[cand] * n + c2[cand]
+    wc = w[cand]
+    movable = cast("list[list[float]]", np.bincount(code, weights=wc, minlength=n * n).reshape(n, n).tolist())
+    flow: F64 = np.asarray(_plan(load.tolist(), target, movable, n), dtype=np.float64).reshape(-1)
+    if not flow.any():
+        return choice
+    top = int(weights.max()) + 1
+    order = np.argsort(code * top + (top - 1 - weights[cand]))  # group by (c1, c2), largest keys first
+    code, ws = code[order], wc[order]
+    cum = np.cumsum(ws)
+    first = np.empty(code.shape[0], dtype=bool)
+    first[0] = True
+    np.not_equal(code[1:], code[:-1], out=first[1:])
+    start = np.maximum.accumulate(np.where(first, np.arange(code.shape[0]), 0))
+    move = cum - (cum[start] - ws[start]) - ws / 2 <= flow[code]
+    moved = cand[order[move]]
+    choice[moved] = c2[moved]
+    return choice
