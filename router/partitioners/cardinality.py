@@ -7,6 +7,7 @@ candidate whose set holds the key), :meth:`add` (insert; says whether the set ch
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import datasketches as ds
@@ -64,15 +65,16 @@ class ExactSets:
         self.where = {}
         self.touched = {}
 
-    def expire(self, block: int) -> None:
-        """Drop the pairs last seen in ``block`` (sliding windows)."""
-        for kid, c in self.touched.pop(block, ()):
-            ent = self.where.get(kid)
-            if ent is not None and ent.get(c) == block:
-                del ent[c]
-                self.card[c] -= 1
-                if not ent:
-                    del self.where[kid]
+    def expire(self, blocks: Iterable[int]) -> None:
+        """Drop the pairs last seen in one of ``blocks`` (sliding windows)."""
+        for block in blocks:
+            for kid, c in self.touched.pop(block, ()):
+                ent = self.where.get(kid)
+                if ent is not None and ent.get(c) == block:
+                    del ent[c]
+                    self.card[c] -= 1
+                    if not ent:
+                        del self.where[kid]
 
 
 class HllSets:
@@ -81,11 +83,16 @@ class HllSets:
     ``contains(k)`` = a trial insert does not change the estimate. The trial runs on a *probe*, a copy
     of the sketch, so sketches only ever hold keys actually sent to their combiner. A probe stays valid
     while it equals its sketch (it is refreshed lazily after a failed trial of a key sent elsewhere).
+
+    With ``sliding``, every insert also goes to a per-block sketch; :meth:`expire` drops blocks and
+    rebuilds each combiner's window sketch as the union (``hll_union``) of the blocks still live.
     """
 
-    def __init__(self, n: int, lg_k: int = HLL_LG_K) -> None:
+    def __init__(self, n: int, lg_k: int = HLL_LG_K, sliding: bool = False) -> None:
         self.n = n
         self.lg_k = lg_k
+        self.sliding = sliding
+        self.block = 0
         self.reset()
 
     def reset(self) -> None:
@@ -94,6 +101,7 @@ class HllSets:
         self.card: list[float] = [0.0] * self.n
         self._probes: list[Any] = [None] * self.n
         self._pending: list[int | None] = [None] * self.n
+        self.blocks: dict[int, list[Any]] = {}
 
     def _probe(self, c: int) -> Any:
         probe = self._probes[c]
@@ -124,6 +132,11 @@ class HllSets:
         sketch = self.sketches[c]
         sketch.update(kid)
         est = sketch.get_estimate()
+        if self.sliding:
+            per = self.blocks.get(self.block)
+            if per is None:
+                per = self.blocks[self.block] = [ds.hll_sketch(self.lg_k) for _ in range(self.n)]
+            per[c].update(kid)
         probe, pending = self._probes[c], self._pending[c]
         if probe is not None:
             if pending == kid:
@@ -137,12 +150,39 @@ class HllSets:
         self.card[c] = est
         return True
 
+    def expire(self, blocks: Iterable[int]) -> None:
+        """Forget ``blocks``: each window sketch becomes the union of the live blocks' sketches."""
+        if not [b for b in blocks if self.blocks.pop(b, None) is not None]:
+            return
+        for c in range(self.n):
+            union = ds.hll_union(self.lg_k)
+            for per in self.blocks.values():
+                union.update(per[c])
+            self.sketches[c] = union.get_result()
+        self.card = [s.get_estimate() for s in self.sketches]
+        self._probes = [None] * self.n
+        self._pending = [None] * self.n
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"n": self.n, "lg_k": self.lg_k, "sketches": [s.serialize_updatable() for s in self.sketches]}
+        def dump(sketches: list[Any]) -> list[bytes]:
+            return [s.serialize_updatable() for s in sketches]
+
+        return {
+            "n": self.n,
+            "lg_k": self.lg_k,
+            "sliding": self.sliding,
+            "block": self.block,
+            "sketches": dump(self.sketches),
+            "blocks": {b: dump(per) for b, per in self.blocks.items()},
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.n = state["n"]
-        self.lg_k = state["lg_k"]
+        def load(raw: list[bytes]) -> list[Any]:
+            return [ds.hll_sketch.deserialize(r) for r in raw]
+
+        self.n, self.lg_k, self.sliding = state["n"], state["lg_k"], state["sliding"]
+        self.block = state["block"]
         self.reset()
-        self.sketches = [ds.hll_sketch.deserialize(raw) for raw in state["sketches"]]
+        self.sketches = load(state["sketches"])
+        self.blocks = {b: load(raw) for b, raw in state["blocks"].items()}
         self.card = [s.get_estimate() for s in self.sketches]

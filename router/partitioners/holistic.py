@@ -12,7 +12,7 @@ tuple count ``L`` and a distinct-key set ``C`` (exact, or an HLL sketch with ``c
 Ties go to the first candidate. ``L`` and ``C`` count only what this router sent, and reset at each
 tumbling window boundary (``windowing="tumbling"``, window = the ``window`` argument, in the unit of
 ``times``). ``windowing="sliding"`` keeps the last ``ceil(window / slide)`` blocks of ``slide`` instead
-(exact sets only: an HLL sketch cannot forget keys).
+(with HLL: one sketch per block, the window's sketch rebuilt as their union at each slide).
 
 Batches are decided in key-grouped order (see :mod:`router.partitioners.windows`): a key's tuples of
 one batch are taken one after another, so under AM and cAM all of them follow the key's first tuple to
@@ -64,8 +64,6 @@ class HolisticPartitioner(GroupedPartitioner):
             raise ValueError(f"cardinality must be 'exact' or 'hll', got {cardinality!r}")
         if windowing not in ("tumbling", "sliding"):
             raise ValueError(f"windowing must be 'tumbling' or 'sliding', got {windowing!r}")
-        if cardinality == "hll" and windowing == "sliding":
-            raise ValueError("windowing='sliding' needs cardinality='exact' (HLL sketches cannot forget keys)")
         self.d = int(d)
         self.cardinality = cardinality
         self.windowing = windowing
@@ -73,7 +71,9 @@ class HolisticPartitioner(GroupedPartitioner):
         self._params.update(d=self.d, cardinality=cardinality, windowing=windowing)
         self.sliding = windowing == "sliding"
         self.blocks_per_window = math.ceil(self.window / self.slide) if self.sliding else 1
-        self.store: ExactSets | HllSets = ExactSets(self.n, self.sliding) if cardinality == "exact" else HllSets(self.n)
+        self.store: ExactSets | HllSets = (
+            ExactSets(self.n, self.sliding) if cardinality == "exact" else HllSets(self.n, sliding=self.sliding)
+        )
         self.loads: list[int] = [0] * self.n
         self.block_loads: dict[int, npt.NDArray[np.int64]] = {}
         self.block = -1
@@ -93,15 +93,14 @@ class HolisticPartitioner(GroupedPartitioner):
         if block - self.block >= keep:
             self._reset()
         else:
-            assert isinstance(self.store, ExactSets)
-            for old in range(self.block - keep + 1, block - keep + 1):
+            gone = range(self.block - keep + 1, block - keep + 1)
+            for old in gone:
                 expired = self.block_loads.pop(old, None)
                 if expired is not None:
                     self.loads = [a - int(b) for a, b in zip(self.loads, expired, strict=True)]
-                self.store.expire(old)
+            self.store.expire(gone)
         self.block = block
-        if isinstance(self.store, ExactSets):
-            self.store.block = block
+        self.store.block = block
 
     def _decide(self, ids: U64, cand: I64, counts: I64) -> npt.ArrayLike:
         seq = self._choose(ids.tolist(), cand.tolist(), counts.tolist(), counts)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from router.partitioners import KeyCodec, Partitioner, PartitionerState, create, distinct_candidates
+from router.partitioners.holistic import HolisticPartitioner
 from router.partitioners.metrics import count_windows
 from router.partitioners.pkg import PKGPartitioner, water_fill
 from schemas.exceptions import ConfigError
@@ -27,9 +28,11 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("cam", {}),
     ("cam", {"cardinality": "hll"}),
     ("cam", {"windowing": "sliding", "d": 3}),
+    ("cam", {"windowing": "sliding", "cardinality": "hll"}),
     ("lm", {}),
     ("lm", {"p": 0.8, "windowing": "sliding"}),
     ("lm", {"cardinality": "hll"}),
+    ("cm", {"cardinality": "hll", "windowing": "sliding"}),
 ]
 IDS = [f"{name}-{'-'.join(f'{k}={v}' for k, v in kw.items()) or 'default'}" for name, kw in VARIANTS]
 
@@ -181,13 +184,29 @@ def test_lm_with_p_one_is_windowed_pkg() -> None:
 
 
 @pytest.mark.parametrize("name", ["cm", "am", "cam"])
-def test_hll_matches_exact_sets_at_small_cardinality(name: str) -> None:
+@pytest.mark.parametrize("windowing", ["tumbling", "sliding"])
+def test_hll_matches_exact_sets_at_small_cardinality(name: str, windowing: str) -> None:
     # below a few hundred keys per combiner the HLL sketch is in its (near-exact) coupon mode
     keys = zipf_stream(5000, s=1.1, keys=300)
     times = np.arange(len(keys))
-    exact = run(create(name, 8, window=1000, cardinality="exact"), keys, times)
-    hll = run(create(name, 8, window=1000, cardinality="hll"), keys, times)
+    kw: dict[str, Any] = {"window": 1000, "slide": 250, "windowing": windowing}
+    exact = run(create(name, 8, cardinality="exact", **kw), keys, times)
+    hll = run(create(name, 8, cardinality="hll", **kw), keys, times)
     assert (exact == hll).mean() > 0.99
+
+
+@pytest.mark.parametrize("cardinality", ["exact", "hll"])
+def test_sliding_state_forgets_expired_blocks(cardinality: str) -> None:
+    part = create("cam", 4, window=300, slide=100, windowing="sliding", cardinality=cardinality)
+    assert isinstance(part, HolisticPartitioner)
+    part.assign(np.arange(100), np.arange(100))  # block 0: 100 distinct keys
+    part.assign(np.full(100, 7), np.arange(100, 200))  # block 1: one key
+    assert sum(part.store.card) == pytest.approx(100, abs=0.01)  # key 7 was already held
+    part.assign(np.full(100, 7), np.arange(300, 400))  # block 3: block 0 has left the window
+    assert sum(part.loads) == 200
+    assert sum(part.store.card) == pytest.approx(1, abs=0.01)  # only key 7 remains
+    part.assign(np.full(10, 7), np.arange(1000, 1010))  # far later: everything expired
+    assert sum(part.loads) == 10
 
 
 @pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)
@@ -211,7 +230,6 @@ def test_variant_snapshot_round_trip(name: str, kw: dict[str, Any]) -> None:
         ("pkg", {"load": "sliding"}),
         ("cam", {"cardinality": "approx"}),
         ("am", {"windowing": "hopping"}),
-        ("cm", {"cardinality": "hll", "windowing": "sliding"}),
         ("lm", {"p": 1.5}),
         ("cam", {"p": 0.5}),
         ("pkg", {"unknown": 1}),
