@@ -99,7 +99,11 @@ class GroupedPartitioner(Partitioner):
         return None
 
     def _advance(self, block: int) -> None:  # noqa: B027 - optional hook
-        """Called before each segment with its block index (non-decreasing); expire state here."""
+        """Called before each segment with its block index; expire state here.
+
+        Times should be non-decreasing; a block earlier than the current one must leave the state as it
+        is (late tuples count in the current block).
+        """
 
     @abstractmethod
     def _decide(self, ids: U64, cand: I64, counts: I64) -> npt.ArrayLike:
