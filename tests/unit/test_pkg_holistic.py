@@ -267,3 +267,14 @@ def test_quality_on_zipf15(zipf15: np.ndarray) -> None:
     assert cam_rep == 1.0 and am_rep == 1.0  # never split inside the 60k-tuple window
     assert cam_ratio < 0.95 * hash_ratio and am_ratio < hash_ratio
     assert shuffle_ratio <= 1.01 and shuffle_rep > 1.5
+
+
+@pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)
+def test_late_tuples_count_in_the_current_window(name: str, kw: dict[str, Any]) -> None:
+    part = create(name, 4, window=500, slide=100, **kw)
+    keys = zipf_stream(300)
+    part.assign(keys[:100], np.arange(1000, 1100))
+    before = list(part.loads)  # type: ignore[attr-defined]
+    out = part.assign(keys[100:300], np.arange(0, 200))  # times from an earlier window
+    assert out.shape == (200,) and out.min() >= 0 and out.max() < 4
+    assert sum(part.loads) == sum(before) + 200  # type: ignore[attr-defined]
