@@ -62,11 +62,18 @@ class HolisticSettings(_Base):
     cardinality: Literal["exact", "hll"] = Field(
         "exact", description="distinct-key sets per combiner: exact sets or HyperLogLog (DataSketches, 2^12)"
     )
-    reset: Literal["tumbling", "sliding"] = Field(
+    windowing: Literal["tumbling", "sliding"] = Field(
         "tumbling", description="state reset at tumbling window boundaries, or expiry over a sliding window"
     )
     p: float = Field(0.5, ge=0, le=1, description="LM only: weight of tuple load vs key cardinality")
     hash_seed: int = Field(13, description="seed of the first candidate hash")
+
+    def params(self) -> dict[str, Any]:
+        """Constructor keyword arguments (``p`` only for LM)."""
+        out = super().params()
+        if self.name != "lm":
+            out.pop("p")
+        return out
 
 
 class FISHSettings(_Base):
