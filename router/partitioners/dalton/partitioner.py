@@ -156,7 +156,7 @@ class DaltonPartitioner(Partitioner):
 
     def _collect(self, protect: IntP) -> None:
         """Recycle the slots of keys no state refers to any more."""
-        live = self.win.live() | self.stats.live() | (self.sync_counts > 0)
+        live = self.win.live() | self.stats.live()  # (sync counts of forgotten keys are dropped)
         live[protect] = True
         if self.qtable.rows:
             q = self.slots.find(np.fromiter(self.qtable.rows, dtype=np.uint64, count=len(self.qtable.rows)))
@@ -164,6 +164,7 @@ class DaltonPartitioner(Partitioner):
         dead = np.flatnonzero(self.slots.used & ~live)
         if dead.size:
             self.slots.release(dead)
+            self.sync_counts[dead] = 0
 
     def _grow(self, capacity: int) -> None:
         self.slots.grow(capacity)

@@ -10,11 +10,13 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
          "qtable": {key_id: [q_0, ..., q_{n-1}], ...},   # local rows of hot keys
          "weights": {key_id: tuples_rewarded_since_last_sync, ...},
          "records": int,                                  # tuples routed since the last sync
-         "top_keys": [[key_id, count], ...],              # the n most frequent keys since the last sync
+         "top_keys": [[key_id, count], ...],              # the n most frequent keys since the last sync*
          "request_double": bool,                          # previous SYNC still unanswered: double DSYNC
          "stats_window": int}                             # the router's statistics window index
 
     The router enters AWAIT: it keeps routing and learning locally, and buffers every reward.
+    (*) counted exactly for every key the router still remembers (in the sliding window, the statistics
+    window or the Q-table); a key forgotten since has too few tuples to be among the top n.
 
 ``router.apply_global(message)``
     The reducer's GLOBAL answer::

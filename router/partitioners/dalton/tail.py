@@ -67,8 +67,10 @@ def affinity_fill(c1: IntP, c2: IntP, held: IntP, weights: I64, loads: F64, n: i
     flow: F64 = np.asarray(_plan(load.tolist(), target, movable, n), dtype=np.float64).reshape(-1)
     if not flow.any():
         return choice
-    top = int(weights.max()) + 1
-    order = np.argsort(code * top + (top - 1 - weights[cand]))  # group by (c1, c2), largest keys first
+    go = flow[code] > 0  # only keys of groups the plan moves
+    cand, code, wc = cand[go], code[go], wc[go]
+    top = int(wc.max()) + 1
+    order = np.argsort(code * top + (top - 1 - wc.astype(np.int64)))  # by (c1, c2), largest keys first
     code, ws = code[order], wc[order]
     cum = np.cumsum(ws)
     first = np.empty(code.shape[0], dtype=bool)

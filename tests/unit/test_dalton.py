@@ -1,0 +1,363 @@
+"""Dalton: measured quality, window expiry (the reference bug), hot-key expiry, determinism, state, sync."""
+
+from __future__ import annotations
+
+import pathlib
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+
+from router import partitioners as P
+from router.partitioners.base import PartitionerState
+from router.partitioners.dalton import DaltonPartitioner
+from router.partitioners.dalton.bandit import weighted_average
+from router.partitioners.dalton.window import SlidingState, SlotTable
+
+N = 8
+
+
+# -- workloads and metrics, the way tools/check_quality.py builds and measures them ----------------------
+def zipf_keys(size: int, s: float, k: int, seed: int, permute: bool = False) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    p = np.arange(1, k + 1, dtype=np.float64) ** -s
+    keys = rng.choice(k, size=size, p=p / p.sum())
+    if permute:
+        keys = rng.permutation(k)[keys]
+    return keys.astype(np.int64)
+
+
+def uniform_keys(size: int = 100_000, k: int = 10_000, seed: int = 3) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, k, size=size).astype(np.int64)
+
+
+def phases_keys() -> np.ndarray:
+    """Zipf whose exponent and hot set change every 20k tuples (Dalton Fig. 9d)."""
+    parts = [zipf_keys(20_000, s, 10_000, 100 + i, permute=True) for i, s in enumerate([1.5, 0.8, 2.0, 1.2])]
+    return np.concatenate(parts)
+
+
+def route(part: P.Partitioner, keys: np.ndarray, batch: int = 1000) -> np.ndarray:
+    times = np.arange(len(keys), dtype=np.int64)
+    out = [part.assign(keys[s : s + batch], times[s : s + batch]) for s in range(0, len(keys), batch)]
+    return np.concatenate(out).astype(np.int64)
+
+
+def metrics(keys: np.ndarray, combiners: np.ndarray, n: int = N, w: int = 1000) -> tuple[float, float]:
+    imb, rep = [], []
+    for s in range(0, len(keys), w):
+        k, c = keys[s : s + w], combiners[s : s + w]
+        loads = np.bincount(c, minlength=n)
+        imb.append(loads.max() / loads.mean())
+        rep.append(np.unique(k * n + c).size / np.unique(k).size)
+    return float(np.mean(imb)), float(np.mean(rep))
+
+
+def measure(name: str, keys: np.ndarray, **params: object) -> tuple[float, float]:
+    part = P.create(name, n=N, window=60_000, slide=1_000, seed=1, **params)
+    out = route(part, keys)
+    assert out.min() >= 0 and out.max() < N
+    return metrics(keys, out)
+
+
+# -- quality ------------------------------------------------------------------------------------------
+def test_registry_creates_dalton() -> None:
+    part = P.create("dalton", n=N)
+    assert isinstance(part, DaltonPartitioner) and part.name == "dalton" and part.splits_keys
+
+
+def test_zipf15_quality_target() -> None:
+    keys = zipf_keys(100_000, 1.5, 10_000, 42)  # the check_quality zipf15 stream
+    imb, rep = measure("dalton", keys)
+    hash_imb, _ = measure("hash", keys)
+    assert imb <= 1.25, imb
+    assert rep <= 1.10, rep
+    assert hash_imb > 3 * (imb - 1) + 1  # hashing is far worse on this stream
+
+
+def test_uniform_behaves_like_hash_or_better() -> None:
+    keys = uniform_keys()
+    imb, rep = measure("dalton", keys)
+    hash_imb, _ = measure("hash", keys)
+    assert rep <= 1.05, rep
+    assert imb <= hash_imb * 1.05, (imb, hash_imb)
+
+
+def test_paper_tail_on_uniform_is_hashing() -> None:
+    """With the paper's hash tail, uniform data never reaches the bandit: exactly hash's routing."""
+    keys = uniform_keys(20_000)
+    dalton = route(P.create("dalton", n=N, seed=1, tail="hash"), keys)
+    hashed = route(P.create("hash", n=N), keys)
+    assert (dalton == hashed).all()
+
+
+@pytest.mark.parametrize(
+    ("workload", "max_rep"),
+    [
+        ("zipf10", 1.05),
+        ("zipf20", 1.30),
+        ("zipf15_100k", 1.10),
+        ("zipf10_100k", 1.05),
+        ("phases", 1.12),
+    ],
+)
+def test_never_much_worse_than_hash(workload: str, max_rep: float) -> None:
+    keys = {
+        "zipf10": lambda: zipf_keys(60_000, 1.0, 10_000, 42),
+        "zipf20": lambda: zipf_keys(60_000, 2.0, 10_000, 42),
+        "zipf15_100k": lambda: zipf_keys(60_000, 1.5, 100_000, 42, permute=True),
+        "zipf10_100k": lambda: zipf_keys(60_000, 1.0, 100_000, 42, permute=True),
+        "phases": phases_keys,
+    }[workload]()
+    imb, rep = measure("dalton", keys)
+    hash_imb, _ = measure("hash", keys)
+    assert imb <= hash_imb, (imb, hash_imb)
+    assert imb <= 1.35, imb
+    assert rep <= max_rep, rep
+
+
+def test_max_split_caps_the_split_per_slide() -> None:
+    keys = zipf_keys(20_000, 1.5, 10_000, 42)
+    out = route(P.create("dalton", n=N, seed=1, max_split=3), keys)
+    top = keys == 0  # rank-1 key, ~38% of the stream
+    for s in range(0, len(keys), 1000):
+        sl = slice(s, s + 1000)
+        assert np.unique(out[sl][top[sl]]).size <= 3
+
+
+# -- the sliding window: fragmentation expires (the reference code's bug) ---------------------------
+def test_window_fragmentation_bits_expire() -> None:
+    win = SlidingState(n=4, blocks=3, capacity=16)
+    one = np.array([5], dtype=np.intp)
+    win.advance(0)
+    win.add(np.array([5, 5, 5], dtype=np.intp), np.array([0, 1, 2], dtype=np.intp), np.ones(3, np.int64))
+    assert win.fragmentation(one).tolist() == [3]
+    assert win.fragmentation(one, "slide").tolist() == [3]
+    for block in (1, 2):
+        win.advance(block)
+        win.add(one, np.array([1], dtype=np.intp), np.ones(1, np.int64))
+        assert win.fragmentation(one, "slide").tolist() == [1]
+    assert win.fragmentation(one).tolist() == [3]  # block 0 still inside the 3-block window
+    win.advance(3)  # block 0 expires: bits 0 and 2 are cleared, bit 1 stays (blocks 1, 2)
+    assert win.fragmentation(one).tolist() == [1]
+    assert win.bits(5) == 0b010
+    assert win.window_load.tolist() == [0, 2, 0, 0]
+    win.advance(10)  # a jump past the whole window empties it
+    assert win.fragmentation(one).tolist() == [0] and not win.live().any()
+
+
+@pytest.mark.parametrize(("tail", "micro_batch"), [("hash", True), ("affinity", False), ("hash", False)])
+def test_key_fragmentation_drops_back_to_one(tail: str, micro_batch: bool) -> None:
+    """A key split while hot has fragmentation 1 again once it stayed on one combiner for a full window."""
+    part = DaltonPartitioner(4, window=20, slide=1, seed=5, tail=tail, micro_batch=micro_batch)  # type: ignore[arg-type]
+    t = 0
+    rng = np.random.default_rng(0)
+    for _ in range(3):  # key 7 dominates: hot, split over several combiners
+        part.assign(np.full(200, 7), np.full(200, t))
+        t += 1
+    assert part.fragmentation([7])[0] > 1
+    combiners = []
+    for _ in range(40):  # then 1 tuple per slide among 99 others: not hot, one combiner
+        keys = np.concatenate([[7], rng.integers(1000, 5000, 99)])
+        out = part.assign(keys, np.full(100, t))
+        combiners.append(int(out[0]))
+        t += 1
+    assert len(set(combiners[-20:])) == 1  # stayed on one combiner for the last full window
+    assert part.fragmentation([7]) == [1]
+    assert part.fragmentation([7], "slide") == [1]
+
+
+# -- statistics: hot keys and their expiry ------------------------------------------------------------
+def test_hot_key_expires_after_the_next_statistics_window() -> None:
+    part = DaltonPartitioner(4, window=1000, slide=100, seed=0)
+    hot_id = int(part.codec.encode([42]).ids[0])
+    rng = np.random.default_rng(1)
+    part.assign(np.concatenate([np.full(60, 42), rng.integers(1000, 9000, 40)]), np.full(100, 0))
+    assert hot_id in part.hot_keys()  # stats window 0: 60 >= L/n
+    part.assign(rng.integers(1000, 9000, 100), np.full(100, 100))
+    assert hot_id in part.hot_keys()  # window 1: kept (current + next window)
+    part.assign(rng.integers(1000, 9000, 100), np.full(100, 200))
+    assert hot_id not in part.hot_keys()  # window 2: expired
+    part.assign(np.full(100, 42), np.full(100, 300))
+    part.assign(np.concatenate([np.full(40, 42), rng.integers(1000, 9000, 60)]), np.full(100, 400))
+    part.assign(rng.integers(1000, 9000, 100), np.full(100, 500))
+    assert hot_id in part.hot_keys()  # hot again in window 4 (40 >= 100/4): valid through window 5
+
+
+def test_at_most_2n_keys_in_the_q_table() -> None:
+    part = DaltonPartitioner(N, seed=0)
+    keys = phases_keys()
+    for s in range(0, len(keys), 1000):
+        part.assign(keys[s : s + 1000], np.arange(s, s + 1000))
+        assert len(part.hot_keys()) <= 2 * N
+
+
+@pytest.mark.parametrize("statistics", ["exact", "countmin", "hybrid"])
+def test_statistics_modes_find_the_same_hot_keys(statistics: str) -> None:
+    keys = zipf_keys(10_000, 1.5, 10_000, 7)
+    part = DaltonPartitioner(N, seed=0, statistics=statistics, exact_limit=100)  # type: ignore[arg-type]
+    route(part, keys)
+    top2 = {int(i) for i in part.codec.encode([0, 1]).ids}
+    assert top2 <= set(part.hot_keys())
+
+
+# -- determinism and state ----------------------------------------------------------------------------
+def test_epsilon_zero_is_deterministic_and_seed_independent() -> None:
+    keys = zipf_keys(20_000, 1.5, 10_000, 9)
+    a = route(P.create("dalton", n=N, seed=1, epsilon=0.0), keys)
+    b = route(P.create("dalton", n=N, seed=2, epsilon=0.0), keys)
+    assert (a == b).all()
+
+
+def test_seeded_runs_are_reproducible() -> None:
+    keys = zipf_keys(20_000, 1.5, 10_000, 9)
+    a = route(P.create("dalton", n=N, seed=4), keys)
+    b = route(P.create("dalton", n=N, seed=4), keys)
+    c = route(P.create("dalton", n=N, seed=5), keys)
+    assert (a == b).all()
+    assert (a != c).any()  # exploration does use the seed
+
+
+@pytest.mark.parametrize("params", [{}, {"statistics": "countmin"}, {"micro_batch": False, "tail": "hash"}])
+def test_snapshot_restore_continues_identically(params: dict[str, Any]) -> None:
+    keys = zipf_keys(30_000, 1.5, 10_000, 11)
+    times = np.arange(len(keys))
+    first = P.create("dalton", n=N, seed=3, **params)
+    for s in range(0, 15_000, 700):
+        first.assign(keys[s : min(s + 700, 15_000)], times[s : min(s + 700, 15_000)])
+    raw = first.snapshot().to_bytes()
+    second = P.create("dalton", n=N, seed=99, **params)
+    second.restore(PartitionerState.from_bytes(raw))
+    for s in range(15_000, 30_000, 700):
+        a = first.assign(keys[s : s + 700], times[s : s + 700])
+        b = second.assign(keys[s : s + 700], times[s : s + 700])
+        assert (a == b).all()
+
+
+def test_time_based_windows_and_batches_across_slides() -> None:
+    keys = zipf_keys(20_000, 1.5, 1_000, 2)
+    times = np.cumsum(np.random.default_rng(0).integers(0, 3, len(keys)))  # ms, with gaps and repeats
+    part = P.create("dalton", n=N, window=5_000, slide=250, seed=0)
+    out = np.concatenate([part.assign(keys[s : s + 777], times[s : s + 777]) for s in range(0, len(keys), 777)])
+    assert out.shape == keys.shape and out.min() >= 0 and out.max() < N
+
+
+def test_string_keys_and_the_key_identity() -> None:
+    part = P.create("dalton", n=N, seed=0, epsilon=0.0)
+    other = P.create("dalton", n=N, seed=0, epsilon=0.0)
+    words = ["a", "b", "a", "c"] * 50
+    assert (part.assign(words) == other.assign([w.encode() for w in words])).all()
+
+
+# -- key forwarding --------------------------------------------------------------------------------
+def test_forwardable_marks_only_unsplit_non_hot_keys() -> None:
+    keys = zipf_keys(5_000, 1.5, 1_000, 3)
+    part = DaltonPartitioner(N, seed=0, key_forwarding=True)
+    route(part, keys[:4_000])
+    batch = keys[4_000:5_000]
+    part.assign(batch, np.arange(4_000, 5_000))
+    fwd = part.forwardable()
+    assert fwd.shape == batch.shape
+    assert not fwd[batch == 0].any()  # the dominant key is hot and split
+    frag = np.asarray(part.fragmentation(batch.tolist()))
+    assert (frag[fwd] == 1).all() and fwd.any()
+    assert not DaltonPartitioner(N).forwardable().any()
+
+
+# -- cooperative learning hooks -----------------------------------------------------------------------
+def _trained(seed: int, shift: int) -> DaltonPartitioner:
+    part = DaltonPartitioner(N, seed=seed)
+    route(part, (zipf_keys(10_000, 1.5, 1_000, seed) + shift) % 1_000)
+    return part
+
+
+def test_weighted_average_weights_by_frequency() -> None:
+    avg = weighted_average({1: [(3.0, [0.0, 0.0]), (1.0, [4.0, -4.0])], 2: [(0.0, [1.0, 1.0]), (0.0, [3.0, 3.0])]})
+    assert avg == {1: [1.0, -1.0], 2: [2.0, 2.0]}
+
+
+def test_merge_is_order_independent() -> None:
+    a, b, c = _trained(1, 0), _trained(2, 1), _trained(3, 0)
+    sb, sc = b.snapshot(), c.snapshot()
+    a2 = DaltonPartitioner(N, seed=1)
+    a2.restore(a.snapshot())
+    a.merge([sb, sc])
+    a2.merge([sc, sb])
+    assert {k: r.q for k, r in a.qtable.rows.items()} == {k: r.q for k, r in a2.qtable.rows.items()}
+    assert set(b.hot_keys()) | set(c.hot_keys()) <= set(a.hot_keys())
+
+
+def test_merge_rejects_foreign_state() -> None:
+    with pytest.raises(ValueError):
+        DaltonPartitioner(N).merge([P.create("hash", n=N).snapshot()])
+
+
+def test_sync_payload_and_global_message() -> None:
+    part = _trained(1, 0)
+    payload = part.sync_payload()
+    assert set(payload) == {"version", "qtable", "weights", "records", "top_keys", "request_double", "stats_window"}
+    assert payload["records"] == 10_000 and not payload["request_double"]
+    assert len(payload["top_keys"]) == N
+    counts = [c for _, c in payload["top_keys"]]
+    assert counts == sorted(counts, reverse=True)
+    top = payload["top_keys"][0][0]
+    assert top in payload["qtable"] and payload["weights"][top] > 0
+    pickle.dumps(payload)  # plain data
+    # AWAIT: routing continues, rewards are buffered
+    keys = (zipf_keys(2_000, 1.5, 1_000, 5)) % 1_000
+    part.assign(keys, np.arange(10_000, 12_000))
+    assert part.awaiting and part.buffer
+    assert part.sync_payload()["request_double"]  # still no answer: ask to double DSYNC
+    row = [-1.0] * N
+    row[3] = 0.0
+    stranger = 123456789
+    part.apply_global({"qtable": {top: row}, "hot": [stranger], "expire": [], "global_load": 40_000})
+    assert not part.awaiting and not part.buffer
+    assert part.qtable.rows[top].q != row  # buffered rewards were replayed onto the global row
+    assert stranger in part.hot_keys()
+    assert part.stats.prev_load == 40_000
+    part.apply_global({"expire": [top]})
+    assert top not in part.hot_keys()
+    with pytest.raises(ValueError):
+        part.apply_global({"qtable": {top: [0.0]}})
+
+
+def test_router_without_answer_keeps_routing() -> None:
+    part = _trained(2, 0)
+    part.sync_payload()
+    keys = zipf_keys(20_000, 1.5, 1_000, 6)
+    imb, rep = metrics(keys, route(part, keys))
+    assert imb < 1.3 and rep < 1.15
+
+
+# -- slots and purity ---------------------------------------------------------------------------------
+def test_slot_table_find_insert_release() -> None:
+    table = SlotTable(64)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 2**63, 48).astype(np.uint64)
+    clash = (np.arange(10, dtype=np.uint64) << np.uint64(32)) | np.uint64(7)  # same home cell
+    slots = table.insert(np.concatenate([ids, clash]))
+    assert len(set(slots.tolist())) == 58 and len(table) == 58
+    assert (table.find(np.concatenate([ids, clash])) == slots).all()
+    assert (table.find(rng.integers(0, 2**63, 100).astype(np.uint64)) == -1).all()
+    table.release(slots[:20])
+    found = table.find(np.concatenate([ids, clash]))
+    assert (found[:20] == -1).all() and (found[20:] == slots[20:]).all()
+    table.grow(256)
+    assert (table.find(np.concatenate([ids, clash]))[20:] == slots[20:]).all()
+
+
+def test_many_keys_recycle_slots() -> None:
+    part = DaltonPartitioner(N, window=2_000, slide=1_000, seed=0)
+    keys = uniform_keys(100_000, 1_000_000, 1)
+    route(part, keys)
+    assert part.slots.capacity <= 1 << 15  # keys that left the window gave their slots back
+
+
+def test_no_kafka_faust_or_spark_imports() -> None:
+    root = pathlib.Path(__file__).resolve().parents[2] / "router" / "partitioners" / "dalton"
+    for path in root.glob("*.py"):
+        text = path.read_text()
+        for banned in ("kafka", "faust", "pyspark"):
+            assert f"import {banned}" not in text and f"from {banned}" not in text, (path, banned)
