@@ -61,7 +61,7 @@ import numpy.typing as npt
 from router.partitioners.base import Partitioner
 from router.partitioners.keys import KeyBatch, KeyCodec
 from router.partitioners.ring import ConsistentRing
-from router.partitioners.waterfill import pair_fill, two_choice, water_fill
+from router.partitioners.waterfill import pair_fill, pkg_fill, two_choice, water_fill
 
 __all__ = ["FISHPartitioner"]
 
@@ -254,25 +254,27 @@ class FISHPartitioner(Partitioner):
             return cand[:, 0].copy(), []
         worker = np.full(k, -1, dtype=np.int64)
         split: Split = []
-        # Order: PKG keys (d <= 2) by descending count, their one-tuple keys in a tight loop, then the hot
-        # keys by ascending d (descending count within): the most flexible keys come last and level the rest.
+        # Order: PKG keys (d = 2) by descending count, then the hot keys by ascending d (descending count
+        # within): the most flexible keys come last and level what the constrained ones left.
         top = int(cnt.max())
-        big = top < 1 << 16
-        desc = (top - cnt).astype(np.uint16) if big else -cnt
-        pkg = d <= 2
-        single = pkg & (cnt == 1) & (d == 2)
-        multi = pkg & ~single
-        first = np.flatnonzero(multi)
-        first = first[np.argsort(desc[first], kind="stable")]
-        ones = np.flatnonzero(single)
-        hot = np.flatnonzero(~pkg)
-        if hot.size:
-            hot = hot[np.lexsort((desc[hot], d[hot]))]
-        self._fill(first, cand, cnt, d, worker, split)
-        if ones.size:
-            chosen = two_choice(cand[ones, 0].tolist(), cand[ones, 1].tolist(), self._backlog, ptime)
+        desc = (top - cnt).astype(np.uint16) if top < 1 << 16 else -cnt
+        two = np.flatnonzero(d == 2)
+        two = two[np.argsort(desc[two], kind="stable")]
+        rest = np.flatnonzero(d != 2)
+        if rest.size:
+            rest = rest[np.lexsort((desc[rest], d[rest]))]
+        if ptime is None and two.size:  # one tight loop, closed form per key
+            a, b, c2 = cand[two, 0], cand[two, 1], cnt[two]
+            xa = np.frombuffer(pkg_fill(a.tolist(), b.tolist(), c2.tolist(), loads), dtype=np.int64)
+            worker[two] = np.where(xa == c2, a, b)
+            for i in np.flatnonzero((xa > 0) & (xa < c2)).tolist():
+                split.append((int(two[i]), [int(a[i]), int(b[i])], [int(xa[i]), int(c2[i] - xa[i])]))
+        elif two.size:  # capacity feedback: per-key water-filling, then the one-tuple keys
+            ones = two[cnt[two] == 1]
+            self._fill(two[cnt[two] > 1], cand, cnt, d, worker, split)
+            chosen = two_choice(cand[ones, 0].tolist(), cand[ones, 1].tolist(), loads, ptime)
             worker[ones] = np.frombuffer(chosen, dtype=np.int64)
-        self._fill(hot, cand, cnt, d, worker, split)
+        self._fill(rest, cand, cnt, d, worker, split)
         return worker, split
 
     def _fill(self, keys: I64, cand: I64, cnt: I64, d: I64, worker: I64, split: Split) -> None:

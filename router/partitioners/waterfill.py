@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from array import array
 
-__all__ = ["pair_fill", "two_choice", "water_fill"]
+__all__ = ["pair_fill", "pkg_fill", "two_choice", "water_fill"]
 
 
 def pair_fill(la: float, lb: float, c: int) -> int:
@@ -24,6 +24,36 @@ def pair_fill(la: float, lb: float, c: int) -> int:
         return first + (c - first) // 2
     first = min(c, math.ceil(la - lb))
     return (c - first + 1) // 2
+
+
+def pkg_fill(first: list[int], second: list[int], counts: list[int], loads: list[float]) -> array[int]:
+    """:func:`pair_fill` for a run of two-candidate keys (equal ``P``): tuples each key sends to ``first``.
+
+    Keys in order; ``loads`` is updated as they go. Returns an ``array('q')``.
+    """
+    out = array("q")
+    put = out.append
+    floor, ceil = math.floor, math.ceil
+    for a, b, c in zip(first, second, counts, strict=True):
+        la, lb = loads[a], loads[b]
+        if c == 1:
+            if la <= lb:
+                loads[a] = la + 1
+                put(1)
+            else:
+                loads[b] = lb + 1
+                put(0)
+            continue
+        if la <= lb:
+            head = min(c, floor(lb - la) + 1)
+            xa = head + (c - head) // 2
+        else:
+            head = min(c, ceil(la - lb))
+            xa = (c - head + 1) // 2
+        loads[a] = la + xa
+        loads[b] = lb + c - xa
+        put(xa)
+    return out
 
 
 def water_fill(cands: list[int], c: int, loads: list[float], ptime: list[float] | None) -> list[int]:
