@@ -32,10 +32,10 @@ Batching approximations (the router assigns batches; per-tuple Python would cost
 - A batch is cut at epoch boundaries into segments; each segment is handled per *distinct key*.
 - Counting: each distinct key of a segment updates the counter once with its segment count ``c``
   (``c_k += c``; a newcomer gets a free slot with ``c`` or replaces a victim with ``victim + c``).
-  Newcomers (in first-appearance order) replace the smallest counters (ascending) among the keys *not*
-  seen in this segment, all at once: a newcomer never evicts another key of the same segment. If a segment
-  has more newcomers than evictable slots, those with the largest segment counts are tracked, the rest stay
-  untracked (frequency 0) for this segment.
+  Newcomers replace the smallest counters among the keys *not* seen in this segment, all at once (which
+  newcomer inherits which of those counters is left to ``argpartition``): a newcomer never evicts another
+  key of the same segment. If a segment has more newcomers than evictable slots, those with the largest
+  segment counts are tracked, the rest stay untracked (frequency 0) for this segment.
 - CHK runs once per distinct key after the segment's counts are in (so a key's own later tuples of the
   segment count towards its hotness: a look-ahead of at most one segment).
 - Assignment handles the segment's distinct keys one at a time and gives each key's ``c`` tuples to its
@@ -66,8 +66,8 @@ from router.partitioners.waterfill import pair_fill, pkg_fill, two_choice, water
 __all__ = ["FISHPartitioner"]
 
 I64 = npt.NDArray[np.int64]
-#: Split keys of a segment: (key index, combiners, tuples per combiner).
-Split = list[tuple[int, list[int], list[int]]]
+#: Pieces of the split keys of a segment: key indices, combiners, tuples (one entry per combiner used).
+Split = tuple[list[int], list[int], list[int]]
 
 
 class FISHPartitioner(Partitioner):
@@ -123,8 +123,10 @@ class FISHPartitioner(Partitioner):
         self._cnt = np.zeros(self.k_max, dtype=np.float64)
         self._m = np.zeros(self.k_max, dtype=np.int64)
         self._used = 0
-        self._sorted_ids = np.zeros(0, dtype=np.uint64)
-        self._sorted_slots = np.zeros(0, dtype=np.int64)
+        # Lookup index: sorted ``(id with its low bits replaced by the slot)``; a hit is confirmed on the full
+        # id (two tracked ids equal but for their low bits, p ~ 2^-44 per pair, would leave one unfound).
+        self._slot_mask = np.uint64((1 << max(1, (self.k_max - 1).bit_length())) - 1)
+        self._index = np.zeros(0, dtype=np.uint64)
         self._mass = 0.0  # decayed tuple count (the denominator of f_k)
         self._in_epoch = 0
         # Worker state estimate (Alg. 3).
@@ -156,14 +158,27 @@ class FISHPartitioner(Partitioner):
         """Current estimate of unprocessed tuples ``C_w`` per combiner."""
         return list(self._backlog)
 
+    # -- state ---------------------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        """Everything but the ring (derived from ``n``, ``virtual_nodes`` and ``hash_seed``; MBs for large n)."""
+        state = super()._state()
+        del state["ring"]
+        return state
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        super()._load_state(state)
+        self.ring = ConsistentRing(range(self.n), self.virtual_nodes, self.hash_seed)
+
     # -- counting --------------------------------------------------------------------------------
     def _lookup(self, ids: npt.NDArray[np.uint64]) -> I64:
         """Slot of each id (-1 when untracked)."""
         slots = np.full(ids.shape[0], -1, dtype=np.int64)
         if self._used:
-            pos = np.minimum(np.searchsorted(self._sorted_ids, ids), self._used - 1)
-            hit = self._sorted_ids[pos] == ids
-            slots[hit] = self._sorted_slots[pos[hit]]
+            high = ids & ~self._slot_mask
+            found = self._index[np.minimum(np.searchsorted(self._index, high), self._used - 1)]
+            slot = (found & self._slot_mask).astype(np.int64)
+            hit = ((found & ~self._slot_mask) == high) & (self._ids[slot] == ids)
+            slots[hit] = slot[hit]
         return slots
 
     def _count(self, ids: npt.NDArray[np.uint64], cnt: I64) -> I64:
@@ -189,14 +204,15 @@ class FISHPartitioner(Partitioner):
                 if rest.size > evictable.size:
                     keep = np.argsort(-cnt[rest], kind="stable")[: evictable.size]
                     rest = rest[np.sort(keep)]
-                victims = evictable[np.argsort(self._cnt[evictable], kind="stable")[: rest.size]]
+                if rest.size < evictable.size:  # the smallest counters (any order among them)
+                    evictable = evictable[np.argpartition(self._cnt[evictable], rest.size - 1)[: rest.size]]
+                victims = evictable
                 self._ids[victims] = ids[rest]
                 self._cnt[victims] += cnt[rest]
                 self._m[victims] = 0
                 slots[rest] = victims
-            order = np.argsort(self._ids[: self._used], kind="stable")
-            self._sorted_ids = self._ids[order]
-            self._sorted_slots = order
+            used_slots = np.arange(self._used, dtype=np.uint64)
+            self._index = np.sort((self._ids[: self._used] & ~self._slot_mask) | used_slots)
         self._mass += float(cnt.sum())
         return slots
 
@@ -251,9 +267,9 @@ class FISHPartitioner(Partitioner):
         cand = self.ring.candidates(hashes, int(d.max()))
         if cand.shape[1] == 1:  # n == 1
             loads[0] += float(cnt.sum())
-            return cand[:, 0].copy(), []
+            return cand[:, 0].copy(), ([], [], [])
         worker = np.full(k, -1, dtype=np.int64)
-        split: Split = []
+        split: Split = ([], [], [])
         # Order: PKG keys (d = 2) by descending count, then the hot keys by ascending d (descending count
         # within): the most flexible keys come last and level what the constrained ones left.
         top = int(cnt.max())
@@ -267,8 +283,12 @@ class FISHPartitioner(Partitioner):
             a, b, c2 = cand[two, 0], cand[two, 1], cnt[two]
             xa = np.frombuffer(pkg_fill(a.tolist(), b.tolist(), c2.tolist(), loads), dtype=np.int64)
             worker[two] = np.where(xa == c2, a, b)
-            for i in np.flatnonzero((xa > 0) & (xa < c2)).tolist():
-                split.append((int(two[i]), [int(a[i]), int(b[i])], [int(xa[i]), int(c2[i] - xa[i])]))
+            sp = np.flatnonzero((xa > 0) & (xa < c2))
+            if sp.size:
+                worker[two[sp]] = -1
+                split[0].extend(np.repeat(two[sp], 2).tolist())
+                split[1].extend(np.stack([a[sp], b[sp]], axis=1).ravel().tolist())
+                split[2].extend(np.stack([xa[sp], c2[sp] - xa[sp]], axis=1).ravel().tolist())
         elif two.size:  # capacity feedback: per-key water-filling, then the one-tuple keys
             ones = two[cnt[two] == 1]
             self._fill(two[cnt[two] > 1], cand, cnt, d, worker, split)
@@ -289,7 +309,9 @@ class FISHPartitioner(Partitioner):
                 if xa == c or xa == 0:
                     worker[u] = a if xa else b
                 else:
-                    split.append((u, [a, b], [xa, c - xa]))
+                    split[0].extend((u, u))
+                    split[1].extend((a, b))
+                    split[2].extend((xa, c - xa))
                 continue
             cands = row[:du]
             x = water_fill(cands, c, loads, ptime)
@@ -302,7 +324,9 @@ class FISHPartitioner(Partitioner):
             if len(ws) == 1:
                 worker[u] = ws[0]
             else:
-                split.append((u, ws, xs))
+                split[0].extend([u] * len(ws))
+                split[1].extend(ws)
+                split[2].extend(xs)
 
     def _segment(self, batch: KeyBatch, inv: npt.NDArray[np.intp], whole: bool) -> I64:
         """Count, classify and assign one segment (within one epoch) of the batch."""
@@ -317,16 +341,20 @@ class FISHPartitioner(Partitioner):
             remap = np.zeros(batch.distinct, dtype=np.int64)
             remap[present] = np.arange(present.shape[0])
             local = remap[inv]
-        slots = self._count(batch.ids[present], cnt)
+        slots = self._count(batch.ids if whole else batch.ids[present], cnt)
         d = self._classify(slots)
-        worker, split = self._route(batch.hashes[present, 0], d, cnt)
+        worker, split = self._route(batch.hashes[:, 0] if whole else batch.hashes[present, 0], d, cnt)
         out = worker[local]
-        if split:
-            small = local.astype(np.uint16) if cnt.shape[0] <= 1 << 16 else local  # radix sort when it fits
-            order = np.argsort(small, kind="stable")
-            start = np.concatenate(([0], np.cumsum(cnt)))
-            pos = np.concatenate([order[start[u] : start[u + 1]] for u, _, _ in split])
-            out[pos] = np.repeat([w for _, ws, _ in split for w in ws], [x for _, _, xs in split for x in xs])
+        if split[0]:
+            # Tuples of split keys, grouped by key in arrival order, take their pieces in order.
+            pk, pw, ps = (np.asarray(v, dtype=np.int64) for v in split)
+            order = np.argsort(pk, kind="stable")
+            is_split = np.zeros(cnt.shape[0], dtype=bool)
+            is_split[pk] = True
+            pos = np.flatnonzero(is_split[local])
+            keys = local[pos]
+            grouped = pos[np.argsort(keys.astype(np.uint16) if cnt.shape[0] <= 1 << 16 else keys, kind="stable")]
+            out[grouped] = np.repeat(pw[order], ps[order])
         self._since += int(inv.shape[0])
         return out
 
