@@ -9,7 +9,8 @@ exactly. Greedy ties go to the key's hash combiner (the reference code's rule: u
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["BanditConfig", "QRow", "QTable", "Reward", "run_chunks", "weighted_average"]
@@ -80,6 +81,19 @@ class QTable:
                 row.q[a] = reward + (1.0 - gamma) ** m * (row.q[a] - reward)
 
 
+def water_level(loads: list[float], amount: float) -> float:
+    """The level ``h`` with ``sum(max(0, h - l) for l in loads) == amount`` (water filling)."""
+    below = 0.0
+    ordered = sorted(loads)
+    for i, low in enumerate(ordered):
+        below += low
+        nxt = ordered[i + 1] if i + 1 < len(ordered) else float("inf")
+        h = (amount + below) / (i + 1)
+        if h <= nxt:
+            return h
+    return float("inf")  # unreachable: the last level is always below infinity
+
+
 def _greedy(q: list[float], home: int, allowed: list[int] | None) -> int:
     if allowed is None:
         best = max(q)
@@ -94,56 +108,84 @@ def run_chunks(
     table: QTable,
     cfg: BanditConfig,
     keys: list[int],
-    sizes: list[int],
+    counts: list[int],
     loads: list[float],
     masks: dict[int, int],
-    explore: list[float],
-    random_action: list[int],
+    quantum: int,
+    adaptive: bool,
+    draw: Callable[[], tuple[list[float], list[int]]],
     buffer: list[Reward] | None,
-) -> list[int]:
-    """Route chunks of hot tuples in stream order; returns the combiner of each chunk.
+) -> list[tuple[int, int, int]]:
+    """Route the hot tuples of one segment chunk by chunk; returns the chunks ``(key index, combiner, size)``.
 
-    Chunk ``i`` is ``sizes[i]`` tuples of key ``keys[i]``. ``loads`` (the load vector of the reward's
-    window, already holding the batch's non-hot tuples) and ``masks`` (fragmentation bit mask per key)
-    are updated in place. Exploration happens when ``explore[i] < epsilon``, to ``random_action[i]``
-    (an integer, reduced modulo the allowed combiners). With ``buffer`` given (AWAIT state) each reward
-    is also appended there for replay onto the next global table.
+    Key ``keys[j]`` has ``counts[j]`` tuples. Chunks are taken from the key with the least progress
+    (``done / count``), which interleaves the keys as the stream does. Each chunk is one epsilon-greedy
+    decision and one reward. With ``adaptive`` the chunk fills the chosen combiner up to the segment's
+    water level (the level the segment's hot tuples would fill the load vector to: the batch is a
+    look-ahead buffer), or is ``quantum`` tuples when the chosen combiner is already at the level: a
+    decision is taken when a combiner crosses the level, so the bandit decides a few times per combiner
+    and batch. Otherwise chunks are ``quantum`` tuples (``quantum=1`` is Algorithm 1).
+
+    ``loads`` (the reward's load vector, already holding the segment's non-hot tuples) and ``masks``
+    (fragmentation bit mask per key) are updated in place. ``draw()`` returns fresh exploration draws
+    (uniforms and random combiners). With ``buffer`` given (AWAIT state) every reward is also appended
+    there for replay onto the next global table.
     """
     n, eps, p1, p2, keep = cfg.n, cfg.epsilon, cfg.p1, cfg.p2, 1.0 - cfg.gamma
     cap = cfg.max_split or n
     full = cfg.update == "all"
     rows = table.rows
     total = float(sum(loads))
-    out: list[int] = []
+    level = water_level(loads, sum(counts))
+    left = list(counts)
+    done = [0] * len(keys)
+    active = [j for j in range(len(keys)) if left[j] > 0]
+    out: list[tuple[int, int, int]] = []
     rng = range(n)
     fraglists: dict[int, tuple[int, list[float]]] = {}
-    for i, key in enumerate(keys):
-        m = sizes[i]
+    explore: list[float] = []
+    random_action: list[int] = []
+    i = 0
+    while active:
+        j = min(active, key=lambda x: done[x] / counts[x])
+        key = keys[j]
         row = rows[key]
         q = row.q
         mask = masks[key]
         held = mask.bit_count()
         allowed = [c for c in rng if mask >> c & 1] if cap < n and held >= cap else None
+        if i == len(explore):
+            explore, random_action = draw()
+            i = 0
         if explore[i] < eps:
             a = random_action[i] % n if allowed is None else allowed[random_action[i] % len(allowed)]
         else:
             a = _greedy(q, row.home, allowed)
+        i += 1
+        gap = math.ceil(level - loads[a])
+        m = min(left[j], (gap if gap > 0 else quantum) if adaptive else quantum)
+        left[j] -= m
+        done[j] += m
+        if left[j] == 0:
+            active.remove(j)
         total += m
         mean = total / n
         decay = keep**m
-        if full:  # every action's modelled reward, as if these m tuples had gone there
+        if full:  # every action's modelled reward for the next tuple, after this chunk went to a
+            loads[a] += m
+            mask |= 1 << a
             cached = fraglists.get(key)
             if cached is None or cached[0] != mask:
-                cached = fraglists[key] = (mask, [(held + (not mask >> c & 1)) * p2 / n for c in rng])
+                now = mask.bit_count()
+                cached = fraglists[key] = (mask, [(now + (not mask >> c & 1)) * p2 / n for c in rng])
             step = 1.0 - decay
-            la = loads[a] + m
-            reward = -(p1 * (la - mean) / (la if la > mean else mean) + cached[1][a])
+            mean1 = mean + 1.0 / n
+            la = loads[a] + 1.0
+            reward = -(p1 * (la - mean1) / (la if la > mean1 else mean1) + cached[1][a])
             q[:] = [
-                decay * v - step * (p1 * (x + m - mean) / (x + m if x + m > mean else mean) + f)
+                decay * v - step * (p1 * (x + 1.0 - mean1) / (x + 1.0 if x + 1.0 > mean1 else mean1) + f)
                 for x, f, v in zip(loads, cached[1], q, strict=True)
             ]
-            loads[a] = la
-            mask |= 1 << a
         else:
             loads[a] += m
             la = loads[a]
@@ -154,7 +196,7 @@ def run_chunks(
         row.weight += m
         if buffer is not None:
             buffer.append((key, a, reward, m))
-        out.append(a)
+        out.append((j, a, m))
     return out
 
 

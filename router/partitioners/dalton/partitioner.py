@@ -219,38 +219,36 @@ class DaltonPartitioner(Partitioner):
         self.sync_counts[slots] += counts
         self.records_since_sync += inv.shape[0]
         hot = freq >= self.stats.threshold()
-        cand = self.cand[slots]
         rows = self.qtable.rows
         if hot.any():
             for i in np.flatnonzero(hot).tolist():
                 self.qtable.mark_hot(int(ids[i]), self.stats.index)
         if rows:
             hot |= (ids[:, None] == np.fromiter(rows, dtype=np.uint64, count=len(rows))[None, :]).any(axis=1)
-        choice = cand[:, 0].copy()
         base = self.win.head_load if self.scope == "slide" else self.win.window_load
         any_hot = bool(hot.any())
-        t = np.flatnonzero(~hot) if any_hot else np.arange(slots.shape[0])
-        if self.tail == "affinity" and t.size:
-            c1, c2 = cand[t, 1], cand[t, 2]
-            st = slots[t]
-            if self.scope == "slide" and not base.any():
-                held = np.full(t.shape[0], -1, dtype=np.intp)  # a fresh slide holds nothing yet
-            else:
+        t = np.flatnonzero(~hot) if any_hot else None
+        st = slots if t is None else slots[t]
+        ct = counts if t is None else counts[t]
+        if self.tail == "affinity" and st.size:
+            c1, c2 = self.cand[st, 1], self.cand[st, 2]
+            held = None
+            if self.scope == "window" or base.any():  # a fresh slide holds nothing yet
                 held = np.where(
                     self.win.held(st, c1, self.scope), c1, np.where(self.win.held(st, c2, self.scope), c2, -1)
                 )
-            choice[t] = affinity_fill(c1, c2, held, counts[t], base.astype(np.float64), n)
-        if not any_hot:
-            self.win.add(slots, choice, counts)
-            return choice[inv], hot
-        loads = (base + np.bincount(choice[t], weights=counts[t], minlength=n)).tolist()
+            tail = affinity_fill(c1, c2, held, ct, base.astype(np.float64), n)
+        else:
+            tail = self.cand[st, 0]
+        if t is None:
+            self.win.add(slots, tail, counts)
+            return tail[inv], hot
+        choice = self.cand[slots, 0]
+        choice[t] = tail
+        loads = (base + np.bincount(tail, weights=ct, minlength=n)).tolist()
         tuple_out = choice[inv]
-        pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, cand[:, 0], counts, inv, loads, tuple_out)
-        self.win.add(
-            np.concatenate([slots[t], pslots]),
-            np.concatenate([choice[t], pcombs]),
-            np.concatenate([counts[t], pcounts]),
-        )
+        pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, choice, counts, inv, loads, tuple_out)
+        self.win.add(np.concatenate([st, pslots]), np.concatenate([tail, pcombs]), np.concatenate([ct, pcounts]))
         return tuple_out, hot
 
     def _route_hot(
@@ -265,43 +263,39 @@ class DaltonPartitioner(Partitioner):
         out: IntP,
     ) -> tuple[IntP, IntP, I64]:
         """Route the hot tuples chunk by chunk (writes ``out``); returns distinct (slot, combiner, tuples)."""
+        n = self.n
         hk = np.flatnonzero(hot)
         gmap = np.full(hot.shape[0], -1, dtype=np.intp)
         gmap[hk] = np.arange(hk.shape[0])
         tpos = np.flatnonzero(gmap[inv] >= 0)
-        grp = gmap[inv[tpos]]
-        order = np.argsort(grp, kind="stable")
-        tpos, grp = tpos[order], grp[order]  # hot tuples grouped by key, in stream order within a key
-        q = self.quantum or max(1, inv.shape[0] // (8 * self.n))
-        cnt = counts[hk]
-        nch = (cnt + q - 1) // q
-        first = np.cumsum(cnt) - cnt  # start of each hot key in tpos
-        choff = np.cumsum(nch) - nch  # first chunk of each hot key
-        ch_key = np.repeat(np.arange(hk.shape[0]), nch)
-        ch_j = np.arange(ch_key.shape[0]) - choff[ch_key]
-        ch_size = np.minimum(q, cnt[ch_key] - ch_j * q)
-        seq = np.argsort(tpos[first[ch_key] + ch_j * q], kind="stable")  # chunks in stream order
+        tpos = tpos[np.argsort(gmap[inv[tpos]], kind="stable")]  # grouped by key, stream order inside
         keys_u = ids[hk].tolist()
         rows = self.qtable.rows
         masks: dict[int, int] = {}
         for j, key in enumerate(keys_u):
             rows[key].home = int(home[hk[j]])
             masks[key] = self.win.bits(int(slots[hk[j]]), self.scope)
-        nseq = seq.shape[0]
-        explore: list[float] = [1.0] * nseq
-        rand: list[int] = [0] * nseq
-        if self.cfg.epsilon > 0:  # epsilon = 0 draws nothing: fully deterministic, seed-independent
-            explore = np.asarray(self.rng.random(nseq), dtype=np.float64).tolist()
-            rand = np.asarray(self.rng.integers(0, self.n, nseq), dtype=np.int64).tolist()
-        actions = np.empty(nseq, dtype=np.intp)
-        actions[seq] = run_chunks(
-            self.qtable, self.cfg, [keys_u[k] for k in ch_key[seq].tolist()], ch_size[seq].tolist(),
-            loads, masks, explore, rand, self.buffer if self.awaiting else None,
+        adaptive = self.quantum is None
+        quantum = max(1, inv.shape[0] // (32 * n)) if self.quantum is None else self.quantum
+        chunks = run_chunks(
+            self.qtable, self.cfg, keys_u, counts[hk].tolist(), loads, masks, quantum, adaptive,
+            self._draw, self.buffer if self.awaiting else None,
         )  # fmt: skip
-        out[tpos] = actions[choff[grp] + (np.arange(tpos.shape[0]) - first[grp]) // q]
-        pair = np.bincount(ch_key * self.n + actions, weights=ch_size, minlength=hk.shape[0] * self.n)
+        ch = np.asarray(chunks, dtype=np.intp).reshape(-1, 3)
+        ch = ch[np.argsort(ch[:, 0], kind="stable")]  # per key, in the order decided
+        out[tpos] = np.repeat(ch[:, 1], ch[:, 2])
+        pair = np.bincount(ch[:, 0] * n + ch[:, 1], weights=ch[:, 2], minlength=hk.shape[0] * n)
         nz = np.flatnonzero(pair)
-        return slots[hk][nz // self.n], nz % self.n, pair[nz].astype(np.int64)
+        return slots[hk][nz // n], nz % n, pair[nz].astype(np.int64)
+
+    def _draw(self) -> tuple[list[float], list[int]]:
+        """Exploration draws for the bandit (none when epsilon = 0: deterministic, seed-independent)."""
+        size = 4 * self.n
+        if self.cfg.epsilon <= 0:
+            return [1.0] * size, [0] * size
+        u = np.asarray(self.rng.random(size), dtype=np.float64).tolist()
+        r = np.asarray(self.rng.integers(0, self.n, size), dtype=np.int64).tolist()
+        return u, r
 
     # -- key forwarding (Sec. 4.2) -------------------------------------------------------------
     def _forwardable(self, slots: IntP, hot: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:

@@ -43,26 +43,33 @@ def _plan(load: list[float], target: float, movable: list[list[float]], n: int) 
     return flow
 
 
-def affinity_fill(c1: IntP, c2: IntP, held: IntP, weights: I64, loads: F64, n: int) -> IntP:
+def affinity_fill(c1: IntP, c2: IntP, held: IntP | None, weights: I64, loads: F64, n: int) -> IntP:
     """Choose ``c1[i]`` or ``c2[i]`` for every key (``held[i] >= 0``: the key must go to ``held[i]``).
 
-    ``weights`` are the keys' tuple counts, ``loads`` the load vector before them. Returns the choice.
+    ``weights`` are the keys' tuple counts, ``loads`` the load vector before them (``held=None``: all
+    keys free). Returns the choice.
     Free keys start on ``c1``; an ``n x n`` plan (most loaded combiners first, at most each one's excess
     and each destination's room) says how much weight moves from ``i`` to ``j``; each ``(i, j)`` group
     then moves its keys, largest first, while their midpoints fit in the planned amount.
     """
-    free = held < 0
-    choice = np.where(free, c1, held)
     w = weights.astype(np.float64)
+    if held is None:  # every key is free
+        choice = c1.copy()
+        cand = np.arange(c1.shape[0])
+        code = c1 * n + c2
+        wc = w
+    else:
+        free = held < 0
+        choice = np.where(free, c1, held)
+        if not free.any():
+            return choice
+        cand = np.flatnonzero(free)
+        code = c1[cand] * n + c2[cand]
+        wc = w[cand]
     load = loads + np.bincount(choice, weights=w, minlength=n)
-    if not free.any():
-        return choice
     target = float(load.sum()) / n
     if float(load.max()) - target < 1:
         return choice
-    cand = np.flatnonzero(free)
-    code = c1[cand] * n + c2[cand]
-    wc = w[cand]
     movable = cast("list[list[float]]", np.bincount(code, weights=wc, minlength=n * n).reshape(n, n).tolist())
     flow: F64 = np.asarray(_plan(load.tolist(), target, movable, n), dtype=np.float64).reshape(-1)
     if not flow.any():

@@ -28,6 +28,10 @@ U64 = npt.NDArray[np.uint64]
 Bools = npt.NDArray[np.bool_]
 
 
+_PROBE = 8
+_OFFSETS = np.arange(1, _PROBE + 1, dtype=np.intp)
+
+
 class SlotTable:
     """Maps 64-bit key ids to dense slots ``[0, capacity)``, with recycling.
 
@@ -63,14 +67,16 @@ class SlotTable:
         v = self._tval[pos]
         hit = self._tkey[pos] == ids
         out = np.where(hit, v, -1)
-        more = np.flatnonzero(~hit & (v >= 0))  # occupied by another key: probe on (few keys)
-        while more.size:
-            pos[more] = (pos[more] + 1) & mask
-            p = pos[more]
-            v = self._tval[p]
-            hit = self._tkey[p] == ids[more]
-            out[more[hit]] = v[hit]
-            more = more[~hit & (v >= 0)]
+        more = np.flatnonzero(~hit & (v >= 0))  # home cell taken by another key: probe on (few keys)
+        while more.size:  # the next _PROBE cells at once
+            cells = (pos[more, None] + _OFFSETS) & mask
+            tv = self._tval[cells]
+            match = (self._tkey[cells] == ids[more, None]) & (tv >= 0)
+            found = match.any(axis=1)
+            out[more[found]] = tv[found, match[found].argmax(axis=1)]
+            go_on = ~found & (tv >= 0).all(axis=1)  # no match and no empty cell yet
+            more = more[go_on]
+            pos[more] += _PROBE
         return out
 
     def slot(self, key: int) -> int:
@@ -133,10 +139,9 @@ class SlidingState:
         self.pos = 0  # ring position of the head
         self.loads: I64 = np.zeros((blocks, n), dtype=np.int64)
         self.window_load: I64 = np.zeros(n, dtype=np.int64)
-        self.pair_slots: list[IntP] = [np.zeros(0, dtype=np.intp) for _ in range(blocks)]
-        self.pair_combs: list[IntP] = [np.zeros(0, dtype=np.intp) for _ in range(blocks)]
-        self._head_slots: list[IntP] = []
-        self._head_combs: list[IntP] = []
+        #: per block, its distinct (key, combiner) pairs as flat indices ``slot * n + combiner``
+        self.pairs: list[IntP] = [np.zeros(0, dtype=np.intp) for _ in range(blocks)]
+        self._head_pairs: list[IntP] = []
         self.refcount: npt.NDArray[np.int32] = np.zeros((capacity, n), dtype=np.int32)
         self.head: Bools = np.zeros((capacity, n), dtype=bool)
 
@@ -168,21 +173,17 @@ class SlidingState:
         return closed
 
     def _roll(self) -> None:
-        if self._head_slots:
-            s = np.concatenate(self._head_slots)
-            c = np.concatenate(self._head_combs)
-            self.head[s, c] = False
-        else:
-            s = c = np.zeros(0, dtype=np.intp)
-        self.pair_slots[self.pos], self.pair_combs[self.pos] = s, c
-        self._head_slots, self._head_combs = [], []
+        head = np.concatenate(self._head_pairs) if self._head_pairs else np.zeros(0, dtype=np.intp)
+        self.head.reshape(-1)[head] = False
+        self.pairs[self.pos] = head
+        self._head_pairs = []
         self.pos = (self.pos + 1) % self.blocks
-        old_s, old_c = self.pair_slots[self.pos], self.pair_combs[self.pos]
-        if old_s.size:
-            self.refcount[old_s, old_c] -= 1  # pairs are distinct within a block
+        old = self.pairs[self.pos]
+        if old.size:
+            self.refcount.reshape(-1)[old] -= 1  # pairs are distinct within a block
         self.window_load -= self.loads[self.pos]
         self.loads[self.pos] = 0
-        self.pair_slots[self.pos] = self.pair_combs[self.pos] = np.zeros(0, dtype=np.intp)
+        self.pairs[self.pos] = np.zeros(0, dtype=np.intp)
 
     # -- updates and queries -------------------------------------------------------------------
     def add(self, slots: IntP, combs: IntP, weights: I64) -> None:
@@ -200,8 +201,7 @@ class SlidingState:
             return
         head[flat] = True
         self.refcount.reshape(-1)[flat] += 1
-        self._head_slots.append(flat // self.n)
-        self._head_combs.append(flat % self.n)
+        self._head_pairs.append(flat)
 
     @property
     def head_load(self) -> I64:
