@@ -279,21 +279,22 @@ class FISHPartitioner(Partitioner):
         rest = np.flatnonzero(d != 2)
         if rest.size:
             rest = rest[np.lexsort((desc[rest], d[rest]))]
-        if ptime is None and two.size:  # one tight loop, closed form per key
-            a, b, c2 = cand[two, 0], cand[two, 1], cnt[two]
-            xa = np.frombuffer(pkg_fill(a.tolist(), b.tolist(), c2.tolist(), loads), dtype=np.int64)
-            worker[two] = np.where(xa == c2, a, b)
+        ones = two[cnt[two] == 1]  # last among the PKG keys (descending count)
+        many = two[cnt[two] > 1]
+        if ptime is None and many.size:  # closed form per key
+            a, b, c2 = cand[many, 0], cand[many, 1], cnt[many]
+            xa = np.array(pkg_fill(a.tolist(), b.tolist(), c2.tolist(), loads), dtype=np.int64)
+            worker[many] = np.where(xa == c2, a, b)
             sp = np.flatnonzero((xa > 0) & (xa < c2))
             if sp.size:
-                worker[two[sp]] = -1
-                split[0].extend(np.repeat(two[sp], 2).tolist())
+                split[0].extend(np.repeat(many[sp], 2).tolist())
                 split[1].extend(np.stack([a[sp], b[sp]], axis=1).ravel().tolist())
                 split[2].extend(np.stack([xa[sp], c2[sp] - xa[sp]], axis=1).ravel().tolist())
-        elif two.size:  # capacity feedback: per-key water-filling, then the one-tuple keys
-            ones = two[cnt[two] == 1]
-            self._fill(two[cnt[two] > 1], cand, cnt, d, worker, split)
+        elif many.size:  # capacity feedback: per-key water-filling
+            self._fill(many, cand, cnt, d, worker, split)
+        if ones.size:
             chosen = two_choice(cand[ones, 0].tolist(), cand[ones, 1].tolist(), loads, ptime)
-            worker[ones] = np.frombuffer(chosen, dtype=np.int64)
+            worker[ones] = np.array(chosen, dtype=np.int64)
         self._fill(rest, cand, cnt, d, worker, split)
         return worker, split
 

@@ -9,7 +9,7 @@ import pytest
 from router import partitioners as P
 from router.partitioners.fish import FISHPartitioner
 from router.partitioners.ring import ConsistentRing
-from router.partitioners.waterfill import pair_fill, two_choice, water_fill
+from router.partitioners.waterfill import pair_fill, pkg_fill, two_choice, water_fill
 
 N = 8
 
@@ -188,5 +188,14 @@ def test_water_fill_matches_the_per_tuple_greedy():
     assert water_fill(list(range(8)), 400, loads, None) == [50] * 8
     assert water_fill([0, 1], 100, [50.0, 0.0], [1.0, 2.0]) == [50, 50]
     loads = [0.0, 0.0]
-    assert two_choice([0, 0, 0], [1, 1, 1], loads, None).tolist() == [0, 1, 0]
+    assert two_choice([0, 0, 0], [1, 1, 1], loads, None) == [0, 1, 0]
     assert loads == [2.0, 1.0]
+    # The run version equals pair_fill key by key, with the loads carried along.
+    loads, ref = [3.0, 0.0, 1.5], [3.0, 0.0, 1.5]
+    firsts, seconds, counts = [0, 1, 2, 0], [1, 2, 0, 2], [5, 1, 4, 2]
+    expect = []
+    for a, b, c in zip(firsts, seconds, counts, strict=True):
+        expect.append(pair_fill(ref[a], ref[b], c))
+        ref[a] += expect[-1]
+        ref[b] += c - expect[-1]
+    assert pkg_fill(firsts, seconds, counts, loads) == expect and loads == ref
