@@ -41,8 +41,6 @@ Alg. 4 (auto-scaling) and the early batch release (the router decides when to cu
 from __future__ import annotations
 
 import math
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
@@ -114,8 +112,7 @@ def partition_batch(counts: npt.ArrayLike, p: int) -> BatchPlan:
     # Phase 2: light keys zig-zag, from block 0 (Alg. 2 line 11 walks the partitions from the first).
     i = np.arange(light.shape[0], dtype=np.int64)
     pos = i % p
-    step = np.where((i // p) % 2 == 0, pos, p - 1 - pos)
-    blocks = step
+    blocks = np.where((i // p) % 2 == 0, pos, p - 1 - pos)
     load_np += np.bincount(blocks, weights=cnt[light], minlength=p).astype(np.int64)
     # Phase 3: residuals in descending count.
     load = load_np.tolist()
@@ -135,7 +132,8 @@ def partition_batch(counts: npt.ArrayLike, p: int) -> BatchPlan:
     where.append(np.asarray(hb, dtype=np.int64))
     sizes.append(np.asarray(hs, dtype=np.int64))
     key_arr, block_arr, size_arr = (np.concatenate(a).astype(np.int64) for a in (keys, where, sizes))
-    grouped = np.argsort(key_arr, kind="stable")  # a key's pieces together, in placement order
+    # A key's pieces together, in placement order (radix sort when the key indices fit 16 bits).
+    grouped = np.argsort(key_arr.astype(np.uint16) if k <= 1 << 16 else key_arr, kind="stable")
     return key_arr[grouped], block_arr[grouped], size_arr[grouped]
 
 
@@ -145,9 +143,6 @@ class PromptPartitioner(Partitioner):
     name = "prompt"
     splits_keys = True
     n_hashes = 0
-
-    def __init__(self, n: int, **kw: Any) -> None:
-        super().__init__(n, **kw)
 
     def _assign(self, batch: KeyBatch, times: np.ndarray) -> np.ndarray:
         cnt = batch.counts()
