@@ -41,6 +41,7 @@ Alg. 4 (auto-scaling) and the early batch release (the router decides when to cu
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import numpy.typing as npt
 
