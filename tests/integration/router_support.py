@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ def zipf_records(n: int, seed: int = 0, start: int = 0) -> list[tuple[bytes, byt
     return [(f"k{k}".encode(), orjson.dumps({"key": f"k{k}", "i": start + i})) for i, k in enumerate(keys)]
 
 
-def produce(kafka: KafkaSettings, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+def produce(kafka: KafkaSettings, topic: str, records: Sequence[tuple[bytes | None, bytes | None]]) -> None:
     """Write records round-robin over the raw partitions (creating the topic first)."""
     ensure_topics(make_admin(kafka), [TopicSpec(topic, RAW_PARTITIONS)])
     p = make_producer(kafka)
@@ -79,7 +80,7 @@ def routed(kafka: KafkaSettings, topic: str, expected: int | None = None) -> lis
     return [(r, orjson.loads(r.value or b"null")) for r in read_topic(kafka, topic, expected=expected, idle_s=2.0)]
 
 
-def multiset_in(records: list[tuple[bytes | None, bytes | None]]) -> Counter[tuple[str, bytes]]:
+def multiset_in(records: Sequence[tuple[bytes | None, bytes | None]]) -> Counter[tuple[str, bytes]]:
     """(key, raw value) multiset of the input."""
     return Counter((orjson.loads(v or b"{}")["key"], v or b"") for k, v in records)
 

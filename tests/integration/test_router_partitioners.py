@@ -57,29 +57,3 @@ def test_route_delivers_every_record_once_to_the_chosen_combiner(kafka: KafkaSet
         assert ref.assign(keys).tolist() == [d["c"] for _, d in out]
     assert committed(kafka, plane.group_id, topic) == end_offsets(N)
     assert routed(kafka, route.dlq_topic_name) == []
-
-
-_SETTINGS = {
-    "hash": {},
-    "shuffle": {},
-    "pkg": {"d": 3},
-    "cm": {},
-    "am": {},
-    "cam": {"reset": "sliding"},
-    "lm": {"p": 0.3},
-    "fish": {},
-    "dalton": {},
-    "prompt": {},
-}
-
-
-@pytest.mark.parametrize("name", _params())
-def test_route_settings_create_the_partitioner(name: str) -> None:
-    """A route's partitioner settings model (``params()``) is accepted by the algorithm's constructor."""
-    from router.dataplane import make_partitioner
-    from schemas.settings import RouteSettings
-
-    route = RouteSettings(raw_topic="t", combiners=6, partitioner={"name": name, **_SETTINGS.get(name, {})})
-    part = make_partitioner(route)
-    assert part is not None and part.n == 6 and part.name == name
-    assert all(0 <= c < 6 for c in part.assign(["a", "b", "a", "c"], [0, 1, 2, 3]).tolist())

@@ -38,7 +38,7 @@ BIN = Path(sys.executable).parent
 def _routes(port: int) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/routes", timeout=2) as r:
-            return json.loads(r.read())  # type: ignore[no-any-return]
+            return json.loads(r.read())
     except OSError:
         return {}
 

@@ -1,0 +1,109 @@
+"""Extraction of keys, event times and measures from raw records (no broker)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+import pytest
+
+from router.extract import Extractor
+from schemas.settings import RouteSettings
+
+
+@dataclass
+class Msg:
+    v: bytes | None
+    k: bytes | None = None
+    ts: tuple[int, int] = (1, 1_700_000_000_000)
+    p: int = 0
+    o: int = 0
+
+    def value(self) -> bytes | None:
+        return self.v
+
+    def key(self) -> bytes | None:
+        return self.k
+
+    def timestamp(self) -> tuple[int, int]:
+        return self.ts
+
+    def partition(self) -> int:
+        return self.p
+
+    def offset(self) -> int:
+        return self.o
+
+    def topic(self) -> str:
+        return "raw"
+
+
+def _route(**kw: object) -> RouteSettings:
+    return RouteSettings(raw_topic="raw", **kw)
+
+
+def test_fast_path_default_route() -> None:
+    ex = Extractor(_route())
+    msgs = [Msg(b'{"key":"a","x":1}', o=0), Msg(b'{"key":7}', o=1), Msg(b"{bad", o=2), Msg(b'{"key":""}', o=3),
+            Msg(b'{"key":"b"}', ts=(0, -1), o=4), Msg(b'{"nokey":1}', o=5), Msg(b'["key"]', o=6)]  # fmt: skip
+    out = ex.extract(msgs)
+    assert out.keys == ["a", "7"] and out.offsets == [0, 1] and out.times == [1_700_000_000_000] * 2
+    assert out.values == [b'{"key":"a","x":1}', b'{"key":7}']
+    errs = [(b.message.offset(), b.error.field, b.error.reason) for b in out.bad]
+    assert [e[:2] for e in errs] == [(2, "value"), (3, "key"), (4, "timestamp"), (5, "key"), (6, "value")]
+    assert "not valid JSON" in errs[0][2] and "empty" in errs[1][2] and "missing" in errs[3][2]
+
+
+@pytest.mark.parametrize(
+    ("unit", "raw", "ms"),
+    [("ms", 1500, 1500), ("ms", 1500.9, 1500), ("s", 1.5, 1500), ("iso", "2024-01-01T00:00:01Z", 1704067201000),
+     ("iso", "2024-01-01T00:00:01", 1704067201000), ("iso", "2024-01-01T01:00:01+01:00", 1704067201000)],
+)  # fmt: skip
+def test_time_units(unit: str, raw: object, ms: int) -> None:
+    ex = Extractor(_route(time={"source": "field", "field": "meta.t", "unit": unit}))
+    out = ex.extract([Msg(orjson.dumps({"key": "a", "meta": {"t": raw}}))])
+    assert out.times == [ms] and not out.bad
+
+
+@pytest.mark.parametrize(
+    ("doc", "field", "words"),
+    [({"key": "a"}, "meta.t", "missing"), ({"key": "a", "meta": 3}, "meta.t", "missing"),
+     ({"key": "a", "meta": {"t": True}}, "meta.t", "must be a number"),
+     ({"key": "a", "meta": {"t": -5}}, "meta.t", "out of range"),
+     ({"key": ["a"], "meta": {"t": 1}}, "key", "string or an integer"),
+     ({"key": "a", "meta": {"t": 1}, "m": {"x": "1"}}, "m.x", "must be a number")],
+)  # fmt: skip
+def test_errors_name_the_field(doc: dict[str, object], field: str, words: str) -> None:
+    ex = Extractor(_route(time={"source": "field", "field": "meta.t"}, value_field="m.x"))
+    out = ex.extract([Msg(orjson.dumps(doc))])
+    assert not out.keys and len(out.bad) == 1
+    assert out.bad[0].error.field == field and words in out.bad[0].error.reason
+
+
+def test_measures_and_limits() -> None:
+    ex = Extractor(_route(value_field="amount", max_record_bytes=64), max_key_bytes=8)
+    msgs = [Msg(b'{"key":"a","amount":2}'), Msg(b'{"key":"a","amount":null}'), Msg(b'{"key":"a"}'),
+            Msg(b'{"key":"a","amount":1.25}'), Msg(b'{"key":"123456789"}'), Msg(b'{"key":"%s"}' % (b"x" * 80)),
+            Msg(b'{"key":"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"}'), Msg(None)]  # fmt: skip
+    out = ex.extract(msgs)
+    assert out.measures == [2.0, None, None, 1.25]
+    reasons = [str(b.error) for b in out.bad]
+    assert reasons[0] == "key: key is longer than 8 bytes"
+    assert reasons[1].startswith("value: record has") and "limit 64" in reasons[1]
+    assert reasons[2] == "key: key is longer than 8 bytes"  # 5 chars, 10 bytes
+    assert reasons[3] == "value: the value is missing (null)"
+
+
+def test_non_utf8_value_is_named() -> None:
+    out = Extractor(_route()).extract([Msg(b'{"key":"\xff"}')])
+    assert str(out.bad[0].error).startswith("value: not valid UTF-8")
+
+
+def test_kafka_key_source() -> None:
+    ex = Extractor(_route(key={"source": "kafka_key"}))
+    out = ex.extract([Msg(b"1", k=b"abc"), Msg(b"{}", k=None), Msg(b"2", k=b"\xff"), Msg(b"nope", k=b"x")])
+    assert out.keys == ["abc"]
+    assert [str(b.error) for b in out.bad] == [
+        "key: the Kafka key is missing", "key: the Kafka key is not valid UTF-8", out.bad[2].error.args[0]
+    ]  # fmt: skip
+    assert out.bad[2].error.field == "value"
