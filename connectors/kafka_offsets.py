@@ -53,6 +53,9 @@ def make_probe_consumer(conf: Mapping[str, Any]) -> Consumer:
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 20,
+            "max.partition.fetch.bytes": 16 << 20,  # big fetches: one task reads a whole combiner partition
+            "fetch.max.bytes": 64 << 20,
+            "queued.max.messages.kbytes": 256 << 10,
             "socket.connection.setup.timeout.ms": 5000,
             **conf,
         }

@@ -61,7 +61,7 @@ __all__ = ["SHORT_NAME", "KafkaDataSource", "kafka_options", "kafka_schema", "re
 
 SHORT_NAME = "skewroute-kafka"
 _SECRET_WORDS = ("password", "secret", "token")
-_ARROW_CHUNK = 50_000
+_CONSUME_MAX = 10_000
 
 
 def kafka_schema() -> StructType:
@@ -285,7 +285,7 @@ def _tp(topic: str, partition: str | int) -> Any:
 
 
 def _read_range(cfg: _Config, part: KafkaPartition) -> Iterator[pa.RecordBatch]:
-    """Consume ``[start, end)`` of one partition into Arrow batches of at most ``_ARROW_CHUNK`` rows."""
+    """Consume ``[start, end)`` of one partition; one Arrow batch per ``consume`` call (at most 10k records)."""
     import time
 
     import pyarrow as pa
@@ -295,60 +295,50 @@ def _read_range(cfg: _Config, part: KafkaPartition) -> Iterator[pa.RecordBatch]:
     from schemas.exceptions import BrokerError
 
     schema = to_arrow_schema(kafka_schema(), timezone="UTC")
+    topic_scalar, part_scalar = pa.scalar(part.topic, pa.string()), pa.scalar(part.partition, pa.int32())
     consumer = cfg.consumer()
-    cols: tuple[list[Any], ...] = ([], [], [], [], [])  # key, value, offset, timestamp ms, timestamp type
     next_offset = part.start
-
-    def flush() -> pa.RecordBatch:
-        n = len(cols[0])
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(cols[0], pa.binary()),
-                pa.array(cols[1], pa.binary()),
-                pa.array([part.topic] * n, pa.string()),
-                pa.array([part.partition] * n, pa.int32()),
-                pa.array(cols[2], pa.int64()),
-                pa.array([t * 1000 for t in cols[3]], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-                pa.array(cols[4], pa.int32()),
-            ],
-            schema=schema,
-        )
-        for c in cols:
-            c.clear()
-        return batch
-
     try:
         consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
         deadline = time.monotonic() + cfg.read_timeout
         while next_offset < part.end:
-            msgs = consumer.consume(min(10_000, part.end - next_offset + 1), timeout=0.2)
-            if not msgs and time.monotonic() > deadline:
-                raise BrokerError(
-                    f"{part.topic}[{part.partition}]: offsets {next_offset}..{part.end} not readable "
-                    f"within {cfg.read_timeout:.0f} s"
-                )
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise BrokerError(f"reading {part.topic}[{part.partition}]: {err.str()}")
-                off = m.offset() or 0
-                if off >= part.end:
-                    next_offset = part.end
-                    break
-                ts_type, ts = m.timestamp()
-                cols[0].append(m.key())
-                cols[1].append(m.value())
-                cols[2].append(off)
-                cols[3].append(ts)
-                cols[4].append(ts_type - 1 if ts_type > 0 else -1)  # librdkafka 1/2 = Kafka 0/1
-                next_offset = off + 1
-                if len(cols[0]) >= _ARROW_CHUNK:
-                    yield flush()
-            if msgs:
-                deadline = time.monotonic() + cfg.read_timeout
-        if cols[0]:
-            yield flush()
+            msgs = consumer.consume(min(_CONSUME_MAX, part.end - next_offset + 1), timeout=0.2)
+            if not msgs:
+                if time.monotonic() > deadline:
+                    raise BrokerError(
+                        f"{part.topic}[{part.partition}]: offsets {next_offset}..{part.end} not readable "
+                        f"within {cfg.read_timeout:.0f} s"
+                    )
+                continue
+            deadline = time.monotonic() + cfg.read_timeout
+            bad = [m for m in msgs if m.error() is not None]
+            if bad:
+                for err in (m.error() for m in bad):
+                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                        raise BrokerError(f"reading {part.topic}[{part.partition}]: {err.str()}")
+                msgs = [m for m in msgs if m.error() is None]
+            offsets: list[int] = [m.offset() for m in msgs]  # type: ignore[misc]  # never None on records
+            if offsets and offsets[-1] >= part.end:
+                keep = sum(1 for o in offsets if o < part.end)
+                msgs, offsets = msgs[:keep], offsets[:keep]
+                next_offset = part.end
+            elif offsets:
+                next_offset = offsets[-1] + 1
+            n = len(msgs)
+            if not n:
+                continue
+            stamps = [m.timestamp() for m in msgs]
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([m.key() for m in msgs], pa.binary()),
+                    pa.array([m.value() for m in msgs], pa.binary()),
+                    pa.repeat(topic_scalar, n),
+                    pa.repeat(part_scalar, n),
+                    pa.array(offsets, pa.int64()),
+                    pa.array([s[1] * 1000 for s in stamps], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                    pa.array([s[0] - 1 if s[0] > 0 else -1 for s in stamps], pa.int32()),  # librdkafka 1/2 = Kafka 0/1
+                ],
+                schema=schema,
+            )
     finally:
         consumer.close()

@@ -120,9 +120,11 @@ def dedupe_source_position(df: DataFrame) -> DataFrame:
     Cost: a stateful operator keyed by source position, so Spark hash-shuffles every *raw record* by
     position before the aggregation; the partial aggregation then runs after that shuffle, not in the scan
     task. The combiner stage stops being a pre-aggregation (shuffled rows = records instead of partials), and
-    the state store holds one entry per record of the last ``delay`` of event time.
+    the state store holds one entry per record of the last ``delay`` of event time. On a batch DataFrame this is
+    a plain ``dropDuplicates`` on the position.
     """
-    return df.dropDuplicatesWithinWatermark(["src_topic", "src_partition", "src_offset"])
+    cols = ["src_topic", "src_partition", "src_offset"]
+    return df.dropDuplicatesWithinWatermark(cols) if df.isStreaming else df.dropDuplicates(cols)
 
 
 def window_column(spec: AggSpec, col: str = "event_time") -> Column:

@@ -55,6 +55,7 @@ class BatchStats:
     straggler_ratio: float | None = None
     rows_dropped_by_watermark: int = 0
     state_rows: int = 0
+    phase_ms: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """One JSON line."""
@@ -163,6 +164,7 @@ class CombinerMetricsListener(StreamingQueryListener):
             processed_rows_per_second=float(p.processedRowsPerSecond or 0.0),
             rows_dropped_by_watermark=sum(int(o.numRowsDroppedByWatermark) for o in ops),
             state_rows=sum(int(o.numRowsTotal) for o in ops),
+            phase_ms={k: int(v) for k, v in (p.durationMs or {}).items()},
         )
         if stage is not None:
             tasks = stage["tasks"]
