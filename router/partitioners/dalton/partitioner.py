@@ -90,6 +90,8 @@ class DaltonPartitioner(Partitioner):
         if self.tail not in ("hash", "affinity"):
             raise ValueError(f"tail must be 'hash' or 'affinity', got {tail!r}")
         super().__init__(n, window=window, slide=slide, seed=seed, hash_seed=hash_seed)
+        if n > 32767:
+            raise ValueError(f"n must be at most 32767, got {n!r}")
         if not 0 <= epsilon <= 1:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon!r}")
         if not 0 < gamma <= 1:
@@ -121,7 +123,7 @@ class DaltonPartitioner(Partitioner):
         # cooperative learning (see sync.py)
         self.sync_counts: I64 = np.zeros(_INITIAL_SLOTS, dtype=np.int64)
         #: per slot: the key's hash combiner and its two distinct affinity candidates
-        self.cand: IntP = np.zeros((_INITIAL_SLOTS, 3), dtype=np.intp)
+        self.cand: npt.NDArray[np.int16] = np.zeros((_INITIAL_SLOTS, 3), dtype=np.int16)
         self.records_since_sync = 0
         self.awaiting = False
         self.cooperative = False
@@ -172,7 +174,7 @@ class DaltonPartitioner(Partitioner):
         self.stats.grow(capacity)
         extra = capacity - self.sync_counts.shape[0]
         self.sync_counts = np.concatenate([self.sync_counts, np.zeros(extra, dtype=np.int64)])
-        self.cand = np.concatenate([self.cand, np.zeros((extra, 3), dtype=np.intp)])
+        self.cand = np.concatenate([self.cand, np.zeros((extra, 3), dtype=np.int16)])
 
     # -- time ----------------------------------------------------------------------------------
     def _advance(self, t: float) -> None:
@@ -182,10 +184,11 @@ class DaltonPartitioner(Partitioner):
 
     def _segments(self, times: np.ndarray) -> list[tuple[int, int]]:
         size = times.shape[0]
+        first, last = float(times[0]), float(times[-1])
+        if first // self.slide == last // self.slide and first // self.stats_window == last // self.stats_window:
+            return [(0, size)]
         b = np.floor_divide(times, self.slide)
         w = np.floor_divide(times, self.stats_window)
-        if b[0] == b[-1] and w[0] == w[-1]:
-            return [(0, size)]
         cuts = (np.flatnonzero((np.diff(b) != 0) | (np.diff(w) != 0)) + 1).tolist()
         bounds = [0, *cuts, size]
         return list(zip(bounds[:-1], bounds[1:], strict=True))
@@ -193,22 +196,26 @@ class DaltonPartitioner(Partitioner):
     # -- the data path -------------------------------------------------------------------------
     def _assign(self, batch: KeyBatch, times: np.ndarray) -> npt.ArrayLike:
         slots = self._slots_for(batch.ids, batch.hashes)
+        segments = self._segments(times)
+        if len(segments) == 1:  # the common case: the batch lies inside one slide
+            self._advance(float(times[0]))
+            out, hot = self._segment(slots, batch.ids, np.bincount(batch.inverse), batch.inverse)
+            if self.key_forwarding:
+                self._forward = self._forwardable(slots, hot)[batch.inverse]
+            return out
         out = np.empty(batch.size, dtype=np.intp)
-        forward = np.zeros(batch.size, dtype=bool) if self.key_forwarding else self._forward
-        for a, b in self._segments(times):
+        forward = np.zeros(batch.size, dtype=bool)
+        for a, b in segments:
             self._advance(float(times[a]))
-            if a == 0 and b == batch.size:
-                u: IntP = np.arange(batch.distinct, dtype=np.intp)
-                inv, counts = batch.inverse, batch.counts()
-            else:
-                u, inv = np.unique(batch.inverse[a:b], return_inverse=True)
-                inv = inv.reshape(-1)
-                counts = np.bincount(inv, minlength=u.shape[0]).astype(np.int64)
+            u, inv = np.unique(batch.inverse[a:b], return_inverse=True)
+            inv = inv.reshape(-1)
+            counts = np.bincount(inv, minlength=u.shape[0])
             seg_out, hot = self._segment(slots[u], batch.ids[u], counts, inv)
             out[a:b] = seg_out
             if self.key_forwarding:
                 forward[a:b] = self._forwardable(slots[u], hot)[inv]
-        self._forward = forward
+        if self.key_forwarding:
+            self._forward = forward
         return out
 
     def _segment(
@@ -231,7 +238,7 @@ class DaltonPartitioner(Partitioner):
         st = slots if t is None else slots[t]
         ct = counts if t is None else counts[t]
         if self.tail == "affinity" and st.size:
-            c1, c2 = self.cand[st, 1], self.cand[st, 2]
+            c1, c2 = self.cand[st, 1].astype(np.intp), self.cand[st, 2].astype(np.intp)
             held = None
             if self.scope == "window" or base.any():  # a fresh slide holds nothing yet
                 held = np.where(
@@ -239,11 +246,11 @@ class DaltonPartitioner(Partitioner):
                 )
             tail = affinity_fill(c1, c2, held, ct, base.astype(np.float64), n)
         else:
-            tail = self.cand[st, 0]
+            tail = self.cand[st, 0].astype(np.intp)
         if t is None:
             self.win.add(slots, tail, counts)
             return tail[inv], hot
-        choice = self.cand[slots, 0]
+        choice = self.cand[slots, 0].astype(np.intp)
         choice[t] = tail
         loads = (base + np.bincount(tail, weights=ct, minlength=n)).tolist()
         tuple_out = choice[inv]

@@ -48,7 +48,7 @@ class FrequencyStats:
         self.prev_distinct = 0
         self.cur_distinct = 0
         self.counts: I64 = np.zeros(capacity, dtype=np.int64)
-        self._touched: list[IntP] = []
+        self._seen: list[IntP] = []  # slots counted in the current window (to reset them)
         self.use_sketch = mode == "countmin"
         self.sketch: Any = self._new_sketch() if self.use_sketch else None
 
@@ -80,9 +80,9 @@ class FrequencyStats:
         self.prev_load = self.cur_load if adjacent else 0
         self.prev_distinct = self.cur_distinct if adjacent else 0
         self.cur_load = self.cur_distinct = 0
-        if self._touched:
-            self.counts[np.concatenate(self._touched)] = 0
-            self._touched = []
+        if self._seen:
+            self.counts[np.concatenate(self._seen)] = 0
+            self._seen = []
         if self.mode == "hybrid":
             self.use_sketch = self.prev_distinct > self.exact_limit
         self.sketch = self._new_sketch() if self.use_sketch else None
@@ -93,11 +93,12 @@ class FrequencyStats:
         """Count a segment's distinct keys (``counts`` tuples each); returns their window frequencies."""
         self.cur_load += int(counts.sum())
         if not self.use_sketch:
-            new = self.counts[slots] == 0
-            self.cur_distinct += int(new.sum())
-            self._touched.append(slots[new])
-            self.counts[slots] += counts
-            return self.counts[slots]
+            freq = self.counts[slots] + counts
+            self.counts[slots] = freq
+            self._seen.append(slots)
+            if self.mode == "hybrid":
+                self.cur_distinct += int(np.count_nonzero(freq == counts))  # keys new in this window
+            return freq
         self.cur_distinct += int(ids.shape[0])  # upper bound: keys may repeat across segments
         update, estimate = self.sketch.update, self.sketch.get_estimate
         out = []

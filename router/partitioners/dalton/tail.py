@@ -47,44 +47,39 @@ def affinity_fill(c1: IntP, c2: IntP, held: IntP | None, weights: I64, loads: F6
     """Choose ``c1[i]`` or ``c2[i]`` for every key (``held[i] >= 0``: the key must go to ``held[i]``).
 
     ``weights`` are the keys' tuple counts, ``loads`` the load vector before them (``held=None``: all
-    keys free). Returns the choice.
-    Free keys start on ``c1``; an ``n x n`` plan (most loaded combiners first, at most each one's excess
-    and each destination's room) says how much weight moves from ``i`` to ``j``; each ``(i, j)`` group
-    then moves its keys, largest first, while their midpoints fit in the planned amount.
+    keys free). Returns the choice. Free keys start on ``c1``; an ``n x n`` plan (most loaded combiners
+    first, at most each one's excess and each destination's room) says how much weight moves from ``i``
+    to ``j``; each ``(i, j)`` group then moves its first keys (batch order) while their midpoints fit in
+    the planned amount.
     """
-    w = weights.astype(np.float64)
     if held is None:  # every key is free
         choice = c1.copy()
-        cand = np.arange(c1.shape[0])
+        free: IntP | None = None
         code = c1 * n + c2
-        wc = w
+        wc = weights
     else:
-        free = held < 0
-        choice = np.where(free, c1, held)
-        if not free.any():
+        choice = np.where(held < 0, c1, held)
+        free = np.flatnonzero(held < 0)
+        if free.size == 0:
             return choice
-        cand = np.flatnonzero(free)
-        code = c1[cand] * n + c2[cand]
-        wc = w[cand]
-    load = loads + np.bincount(choice, weights=w, minlength=n)
+        code = c1[free] * n + c2[free]
+        wc = weights[free]
+    load = loads + np.bincount(choice, weights=weights, minlength=n)
     target = float(load.sum()) / n
     if float(load.max()) - target < 1:
         return choice
     movable = cast("list[list[float]]", np.bincount(code, weights=wc, minlength=n * n).reshape(n, n).tolist())
     flow: F64 = np.asarray(_plan(load.tolist(), target, movable, n), dtype=np.float64).reshape(-1)
-    if not flow.any():
+    go = np.flatnonzero(flow[code] > 0)  # only keys of groups the plan moves
+    if go.size == 0:
         return choice
-    go = flow[code] > 0  # only keys of groups the plan moves
-    cand, code, wc = cand[go], code[go], wc[go]
-    top = int(wc.max()) + 1
-    order = np.argsort(code * top + (top - 1 - wc.astype(np.int64)))  # by (c1, c2), largest keys first
-    code, ws = code[order], wc[order]
-    cum = np.cumsum(ws)
-    first = np.empty(code.shape[0], dtype=bool)
-    first[0] = True
-    np.not_equal(code[1:], code[:-1], out=first[1:])
-    start = np.maximum.accumulate(np.where(first, np.arange(code.shape[0]), 0))
-    move = cum - (cum[start] - ws[start]) - ws / 2 <= flow[code]
-    moved = cand[order[move]]
+    gcode = code[go]
+    order = go[np.argsort(gcode.astype(np.int16) if n * n < 32768 else gcode, kind="stable")]
+    cs, ws = code[order], wc[order]
+    total = np.bincount(cs, weights=ws, minlength=n * n)
+    within = np.cumsum(ws) - (np.cumsum(total) - total)[cs]  # weight up to and including the key
+    moved = order[2 * within - ws <= 2 * flow[cs]]  # its midpoint fits in the planned amount
+    if free is not None:
+        moved = free[moved]
     choice[moved] = c2[moved]
     return choice

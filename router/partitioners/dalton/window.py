@@ -49,8 +49,8 @@ class SlotTable:
     def _new_table(self, capacity: int) -> None:
         size = 1 << max(4, (4 * capacity - 1).bit_length())
         self._mask = np.uint64(size - 1)
-        self._tkey: U64 = np.zeros(size, dtype=np.uint64)
-        self._tval: IntP = np.full(size, -1, dtype=np.intp)
+        #: cell = (key id, slot + 1); 0 in the second column marks an empty cell. Both in one cache line.
+        self._cells: U64 = np.zeros((size, 2), dtype=np.uint64)
 
     @property
     def capacity(self) -> int:
@@ -64,14 +64,15 @@ class SlotTable:
         """Slot of each id, ``-1`` for ids without one."""
         mask = int(self._mask)
         pos = (ids & self._mask).astype(np.intp)
-        v = self._tval[pos]
-        hit = self._tkey[pos] == ids
+        cell = self._cells[pos]
+        v = cell[:, 1].astype(np.intp) - 1
+        hit = cell[:, 0] == ids
         out = np.where(hit, v, -1)
         more = np.flatnonzero(~hit & (v >= 0))  # home cell taken by another key: probe on (few keys)
         while more.size:  # the next _PROBE cells at once
-            cells = (pos[more, None] + _OFFSETS) & mask
-            tv = self._tval[cells]
-            match = (self._tkey[cells] == ids[more, None]) & (tv >= 0)
+            cells = self._cells[(pos[more, None] + _OFFSETS) & mask]
+            tv = cells[:, :, 1].astype(np.intp) - 1
+            match = (cells[:, :, 0] == ids[more, None]) & (tv >= 0)
             found = match.any(axis=1)
             out[more[found]] = tv[found, match[found].argmax(axis=1)]
             go_on = ~found & (tv >= 0).all(axis=1)  # no match and no empty cell yet
@@ -86,15 +87,16 @@ class SlotTable:
     def _place(self, ids: U64, slots: IntP) -> None:
         mask = int(self._mask)
         pos = (ids & self._mask).astype(np.intp)
+        mine_all = slots.astype(np.uint64) + np.uint64(1)
         while ids.size:
-            empty = self._tval[pos] < 0
-            cells, mine = pos[empty], slots[empty]
-            self._tval[cells] = mine  # ids racing for one cell: the last write wins ...
-            won = self._tval[cells] == mine  # ... and the others probe on
-            self._tkey[cells[won]] = ids[empty][won]
+            empty = self._cells[pos, 1] == 0
+            cells, mine = pos[empty], mine_all[empty]
+            self._cells[cells, 1] = mine  # ids racing for one cell: the last write wins ...
+            won = self._cells[cells, 1] == mine  # ... and the others probe on
+            self._cells[cells[won], 0] = ids[empty][won]
             rest = np.ones(ids.shape[0], dtype=bool)
             rest[np.flatnonzero(empty)[won]] = False
-            ids, slots = ids[rest], slots[rest]
+            ids, mine_all = ids[rest], mine_all[rest]
             pos = (pos[rest] + 1) & mask
 
     def insert(self, ids: U64) -> IntP:
@@ -196,9 +198,10 @@ class SlidingState:
         self.window_load += load
         flat = slots * self.n + combs
         head = self.head.reshape(-1)
-        flat = flat[~head[flat]]
-        if flat.size == 0:
-            return
+        if self._head_pairs:  # pairs already in this slide are not new (a fresh slide skips the test)
+            flat = flat[~head[flat]]
+            if flat.size == 0:
+                return
         head[flat] = True
         self.refcount.reshape(-1)[flat] += 1
         self._head_pairs.append(flat)
