@@ -65,7 +65,7 @@ def _child(args: argparse.Namespace) -> None:
 
     tag = f"{args.partitioner}-{os.getpid()}-{time.time_ns()}"
     s = SkewrouteSettings.load(
-        kafka={"bootstrap_servers": args.bootstrap},
+        kafka={"bootstrap_servers": args.bootstrap, "producer": json.loads(args.producer_conf)},
         router={"app_id": f"bench-{tag}", "batch_max_records": args.batch, "log_level": "WARNING"},
         routes=[
             {
@@ -114,7 +114,7 @@ def _run_child(args: argparse.Namespace, raw: str, name: str) -> dict[str, Any]:
     cmd = [
         sys.executable, "-m", "router.bench_router", "--child", "--bootstrap", args.bootstrap, "--raw", raw,
         "--partitioner", name, "-n", str(args.n), "--batch", str(args.batch), "--combiners", str(args.combiners),
-        "--timeout", str(args.timeout),
+        "--timeout", str(args.timeout), "--producer-conf", args.producer_conf,
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 60)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", default=None, help="comma-separated configurations (default: all)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--producer-conf", default="{}", help="extra librdkafka producer properties (JSON)")
     ap.add_argument("--report", type=Path, default=Path("reports/router-throughput.md"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--raw", help=argparse.SUPPRESS)

@@ -53,7 +53,12 @@ CONSUMER_TUNING: dict[str, Any] = {
     "enable.partition.eof": False,
 }
 _ATTEMPTS = 5
-PRODUCER_TUNING: dict[str, Any] = {"linger.ms": 5, "batch.size": 1_000_000, "delivery.report.only.error": True}
+PRODUCER_TUNING: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 100_000,
+    "delivery.report.only.error": True,  # the delivery callback sees failures only: no per-record callback cost
+}
 
 
 class DeliveryError(RuntimeError):
@@ -176,13 +181,15 @@ class RouteDataPlane:
             )
 
     def _setup(self) -> None:
-        producer_conf: dict[str, Any] = {**PRODUCER_TUNING, "on_delivery": self._on_error}
+        # our tuning < the user's kafka.producer / kafka.consumer properties < what correctness needs
+        producer_conf: dict[str, Any] = {**PRODUCER_TUNING, **self.kafka.producer, "on_delivery": self._on_error}
         if self.exactly_once:
             producer_conf["transactional.id"] = f"{self.group_id}.{self.instance_id}"
         self.producer = make_producer(self.kafka, **producer_conf)
         if self.exactly_once:
             self.producer.init_transactions(30)
-        self.consumer = make_consumer(self.kafka, self.group_id, **CONSUMER_TUNING)
+        consumer_conf = {**CONSUMER_TUNING, **self.kafka.consumer, "enable.auto.commit": False}
+        self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf)
         self.consumer.subscribe(
             [self.route.raw_topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
         )
@@ -249,7 +256,7 @@ class RouteDataPlane:
         ext = self.extractor.extract(msgs)
         t1 = time.perf_counter()
         combiners = self._assign(ext)
-        offsets = self._next_offsets(msgs)
+        offsets = self._next_offsets(ext)
         t2 = t3 = time.perf_counter()
         if self.exactly_once:
             self._transact(ext, combiners, offsets)
@@ -336,11 +343,14 @@ class RouteDataPlane:
             self.metrics.dead_lettered(e.field)
             log.debug("route %s: dead-lettered %s", route, dl.error, extra={"route": route, "offset": dl.offset})
 
-    def _next_offsets(self, msgs: list[Message]) -> list[TopicPartition]:
-        nxt: dict[int, int] = {}
-        for m in msgs:
-            nxt[m.partition()] = m.offset() + 1  # type: ignore[index,operator]  # consumed messages have both
-        return [TopicPartition(self.route.raw_topic, p, o) for p, o in nxt.items()]
+    def _next_offsets(self, ext: Extracted) -> list[TopicPartition]:
+        """The offsets to commit: one past the last record (good or bad) of each partition in the batch."""
+        last = dict(zip(ext.partitions, ext.offsets, strict=True))  # offsets ascend per partition: last = max
+        for b in ext.bad:
+            p, o = b.message.partition(), b.message.offset()
+            if p is not None and o is not None and o > last.get(p, -1):
+                last[p] = o
+        return [TopicPartition(self.route.raw_topic, p, o + 1) for p, o in last.items()]
 
     def _deliver(self, offsets: list[TopicPartition]) -> None:
         """Wait until Kafka acknowledged the batch (re-sending failures), then commit its offsets."""
