@@ -193,13 +193,17 @@ class RouteSettings(_Model):
 class RouterSettings(_Model):
     """Router worker process settings."""
 
-    app_id: str = Field("skewroute-router", description="Faust app id = consumer group of the raw topics")
+    app_id: str = Field(
+        "skewroute-router", description="Faust app id; each route's data plane consumes in group <app_id>.<route>"
+    )
     instance_id: str | None = Field(None, description="this worker's id (default: host-pid)")
     web_port: int = Field(6066, ge=0, le=65535, description="Faust web port (metrics at /metrics); 0 = any")
     batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
     batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
     delivery: Literal["at_least_once", "exactly_once"] = Field(
-        "at_least_once", description="at-least-once (dedup downstream on source position) or Kafka transactions"
+        "at_least_once",
+        description="at_least_once: commit raw offsets after the outputs are acked (dedup downstream on (tp, p, o)); "
+        "exactly_once: outputs and offsets in one Kafka transaction per batch (read_committed consumers)",
     )
     control_topic: str = Field("skewroute.control", description="Dalton sync control topic")
     dsync_ms: int = Field(1_000, ge=10, description="initial Dalton sync interval (ms)")
