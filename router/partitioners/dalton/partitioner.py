@@ -272,28 +272,34 @@ class DaltonPartitioner(Partitioner):
         """Route the hot tuples chunk by chunk (writes ``out``); returns distinct (slot, combiner, tuples)."""
         n = self.n
         hk = np.flatnonzero(hot)
-        gmap = np.full(hot.shape[0], -1, dtype=np.intp)
+        gmap = np.full(hot.shape[0], -1, dtype=np.int16)  # hot key index per distinct key (at most ~2n)
         gmap[hk] = np.arange(hk.shape[0])
-        tpos = np.flatnonzero(gmap[inv] >= 0)
-        tpos = tpos[np.argsort(gmap[inv[tpos]], kind="stable")]  # grouped by key, stream order inside
+        hot_counts = counts[hk].tolist()
+        order = np.argsort(gmap[inv], kind="stable")  # non-hot tuples first, then each hot key in order
+        tpos = order[inv.shape[0] - sum(hot_counts) :]
         keys_u = ids[hk].tolist()
         rows = self.qtable.rows
-        masks: dict[int, int] = {}
-        for j, key in enumerate(keys_u):
-            rows[key].home = int(home[hk[j]])
-            masks[key] = self.win.bits(int(slots[hk[j]]), self.scope)
+        for key, h in zip(keys_u, home[hk].tolist(), strict=True):
+            rows[key].home = h
+        held = self.win.head[slots[hk]] if self.scope == "slide" else self.win.refcount[slots[hk]] > 0
+        masks = dict(zip(keys_u, (sum(1 << c for c in range(n) if r[c]) for r in held.tolist()), strict=True))
         adaptive = self.quantum is None
         quantum = max(1, inv.shape[0] // (32 * n)) if self.quantum is None else self.quantum
         chunks = run_chunks(
-            self.qtable, self.cfg, keys_u, counts[hk].tolist(), loads, masks, quantum, adaptive,
+            self.qtable, self.cfg, keys_u, hot_counts, loads, masks, quantum, adaptive,
             self._draw, self.buffer if self.awaiting else None,
         )  # fmt: skip
-        ch = np.asarray(chunks, dtype=np.intp).reshape(-1, 3)
-        ch = ch[np.argsort(ch[:, 0], kind="stable")]  # per key, in the order decided
-        out[tpos] = np.repeat(ch[:, 1], ch[:, 2])
-        pair = np.bincount(ch[:, 0] * n + ch[:, 1], weights=ch[:, 2], minlength=hk.shape[0] * n)
-        nz = np.flatnonzero(pair)
-        return slots[hk][nz // n], nz % n, pair[nz].astype(np.int64)
+        chunks.sort(key=lambda c: c[0])  # per key, in the order decided (the sort is stable)
+        out[tpos] = np.repeat([c[1] for c in chunks], [c[2] for c in chunks])
+        pairs: dict[tuple[int, int], int] = {}
+        for j, a, m in chunks:
+            pairs[j, a] = pairs.get((j, a), 0) + m
+        hslots = slots[hk].tolist()
+        return (
+            np.asarray([hslots[j] for j, _ in pairs], dtype=np.intp),
+            np.asarray([a for _, a in pairs], dtype=np.intp),
+            np.asarray(list(pairs.values()), dtype=np.int64),
+        )
 
     def _draw(self) -> tuple[list[float], list[int]]:
         """Exploration draws for the bandit (none when epsilon = 0: deterministic, seed-independent)."""

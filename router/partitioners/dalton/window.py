@@ -47,7 +47,7 @@ class SlotTable:
         self._new_table(capacity)
 
     def _new_table(self, capacity: int) -> None:
-        size = 1 << max(4, (4 * capacity - 1).bit_length())
+        size = 1 << max(4, (2 * capacity - 1).bit_length())
         self._mask = np.uint64(size - 1)
         #: cell = (key id, slot + 1); 0 in the second column marks an empty cell. Both in one cache line.
         self._cells: U64 = np.zeros((size, 2), dtype=np.uint64)
