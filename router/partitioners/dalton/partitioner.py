@@ -225,15 +225,14 @@ class DaltonPartitioner(Partitioner):
         freq = self.stats.observe(slots, ids, counts)
         self.sync_counts[slots] += counts
         self.records_since_sync += inv.shape[0]
-        hot = freq >= self.stats.threshold()
         rows = self.qtable.rows
-        if hot.any():
-            for i in np.flatnonzero(hot).tolist():
-                self.qtable.mark_hot(int(ids[i]), self.stats.index)
-        if rows:
-            hot |= (ids[:, None] == np.fromiter(rows, dtype=np.uint64, count=len(rows))[None, :]).any(axis=1)
+        for i in np.flatnonzero(freq >= self.stats.threshold()).tolist():
+            self.qtable.mark_hot(int(ids[i]), self.stats.index)  # hot now: valid through the next window
+        hot = np.zeros(ids.shape[0], dtype=bool)
+        if rows:  # hot now, or still in the Q-table (hot in the previous statistics window)
+            hot = (ids[:, None] == np.fromiter(rows, dtype=np.uint64, count=len(rows))[None, :]).any(axis=1)
         base = self.win.head_load if self.scope == "slide" else self.win.window_load
-        any_hot = bool(hot.any())
+        any_hot = bool(rows) and bool(hot.any())
         t = np.flatnonzero(~hot) if any_hot else None
         st = slots if t is None else slots[t]
         ct = counts if t is None else counts[t]
@@ -244,7 +243,7 @@ class DaltonPartitioner(Partitioner):
                 held = np.where(
                     self.win.held(st, c1, self.scope), c1, np.where(self.win.held(st, c2, self.scope), c2, -1)
                 )
-            tail = affinity_fill(c1, c2, held, ct, base.astype(np.float64), n)
+            tail = affinity_fill(c1, c2, held, ct, base, n)
         else:
             tail = self.cand[st, 0].astype(np.intp)
         if t is None:

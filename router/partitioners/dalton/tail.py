@@ -43,7 +43,7 @@ def _plan(load: list[float], target: float, movable: list[list[float]], n: int) 
     return flow
 
 
-def affinity_fill(c1: IntP, c2: IntP, held: IntP | None, weights: I64, loads: F64, n: int) -> IntP:
+def affinity_fill(c1: IntP, c2: IntP, held: IntP | None, weights: I64, loads: I64, n: int) -> IntP:
     """Choose ``c1[i]`` or ``c2[i]`` for every key (``held[i] >= 0``: the key must go to ``held[i]``).
 
     ``weights`` are the keys' tuple counts, ``loads`` the load vector before them (``held=None``: all
