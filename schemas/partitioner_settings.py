@@ -85,7 +85,9 @@ class FISHSettings(_Base):
     epoch: int = Field(1000, ge=1, description="tuples per counting epoch (N_epoch)")
     k_max: int = Field(1000, ge=1, description="space-saving counters kept (K_max)")
     d_min: int = Field(2, ge=1, description="minimum candidates of a hot key")
-    interval: float = Field(1000, gt=0, description="decay interval T of the waiting-time estimate (time units)")
+    interval: float = Field(
+        10_000, gt=0, description="decay interval T of the waiting-time estimate (time units; 10 s in ms)"
+    )
     virtual_nodes: int = Field(64, ge=1, le=4096, description="virtual nodes per combiner on the ring")
 
 
