@@ -150,7 +150,18 @@ def status(urls: list[str] = UrlOpt, interval: float = IntervalOpt, once: bool =
             pass
 
 
+def router_bench(ctx: typer.Context) -> None:
+    """Router throughput benchmark (options as ``python -m router.bench_router --help``)."""
+    from router.bench_router import main
+
+    main(list(ctx.args))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``router`` and ``status`` to the CLI."""
+    """Add ``router``, ``status`` and ``router-bench`` to the CLI."""
     app.command("router")(router)
     app.command("status")(status)
+    app.command(
+        "router-bench",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    )(router_bench)
