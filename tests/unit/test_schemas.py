@@ -21,8 +21,9 @@ def test_spark_schema_covers_every_wire_field() -> None:
 
 
 def test_control_round_trip() -> None:
-    s = SyncMessage(deployment="d", route="r", instance="i1", seq=3, records=10, q_table={"7": [0.1, -2.0]},
-                    top_keys=[("7", 9)])
+    s = SyncMessage(
+        deployment="d", route="r", instance="i1", seq=3, records=10, q_table={"7": [0.1, -2.0]}, top_keys=[("7", 9)]
+    )
     assert parse_control(encode_control(s)) == s
     g = GlobalMessage(deployment="d", route="r", reducer="i1", round=1, dsync_ms=500, hot_keys={"7": 9})
     assert parse_control(encode_control(g)) == g
@@ -30,9 +31,42 @@ def test_control_round_trip() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [b"", b"not json", b"[1]", b'{"v":2,"type":"sync"}', b'{"v":1,"type":"other","deployment":"d","route":"r"}',
-     b'{"v":1,"type":"sync","deployment":"d","route":"r","instance":"i","seq":-1,"records":0}'],
+    [
+        b"",
+        b"not json",
+        b"[1]",
+        b'{"v":2,"type":"sync"}',
+        b'{"v":1,"type":"other","deployment":"d","route":"r"}',
+        b'{"v":1,"type":"sync","deployment":"d","route":"r","instance":"i","seq":-1,"records":0}',
+    ],
 )
 def test_malformed_control_rejected(raw: bytes) -> None:
     with pytest.raises(ControlMessageError):
         parse_control(raw)
+
+
+def test_control_sync_fields_match_the_partitioner_payload() -> None:
+    s = SyncMessage(deployment="d", route="r", instance="i1", seq=0, records=5, combiners=2,
+                    q_table={"18446744073709551615": [0.0, -1.0]}, weights={"18446744073709551615": 4},
+                    stats_window=12, due_ms=1000)  # fmt: skip
+    back = parse_control(encode_control(s))
+    assert back == s and isinstance(back, SyncMessage) and back.weights == {"18446744073709551615": 4}
+    g = GlobalMessage(deployment="d", route="r", reducer="i1", round=0, dsync_ms=500, seqs={"i1": 0}, expired=["3"])
+    assert parse_control(encode_control(g)) == g
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"q_table": {"k7": [0.0, 0.0]}},
+        {"q_table": {"18446744073709551616": [0.0, 0.0]}},
+        {"q_table": {"7": [0.0]}},
+        {"top_keys": [["x", 1]]},
+        {"weights": {"-1": 3}},
+    ],
+)
+def test_control_rejects_bad_key_ids_and_rows(change: dict[str, object]) -> None:
+    base = orjson.loads(encode_control(SyncMessage(deployment="d", route="r", instance="i", seq=0, records=0,
+                                                   combiners=2)))  # fmt: skip
+    with pytest.raises(ControlMessageError):
+        parse_control(orjson.dumps({**base, **change}))

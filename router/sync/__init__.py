@@ -1,0 +1,26 @@
+"""Cooperative Dalton (paper Sec. 4, Alg. 2): SYNC / GLOBAL rounds between router instances.
+
+Protocol core (no Kafka, no threads): :mod:`.client` (a router's PREPARE / AWAIT state and the message
+conversions), :mod:`.reducer` (the QtableReducer's rounds and DSYNC adaptation), :mod:`.membership`
+(live members, reducer election), :mod:`.node` (all three for one router instance and route).
+Transports: :mod:`.inprocess` (benchmarks: P routers, no broker), :mod:`.kafka` (the control topic: a
+producer and a broadcast reader per worker), :mod:`.service` (attached to a router worker).
+"""
+
+from router.sync.client import DirectPort, PartitionerPort, SyncClient, SyncState
+from router.sync.membership import Membership
+from router.sync.node import NodeConfig, NodeStats, SyncNode
+from router.sync.reducer import DsyncPolicy, QtableReducer
+
+__all__ = [
+    "DirectPort",
+    "DsyncPolicy",
+    "Membership",
+    "NodeConfig",
+    "NodeStats",
+    "PartitionerPort",
+    "QtableReducer",
+    "SyncClient",
+    "SyncNode",
+    "SyncState",
+]

@@ -1,0 +1,215 @@
+"""The router side of cooperative Dalton (Alg. 2): PREPARE / AWAIT, SYNC building, GLOBAL application.
+
+A :class:`SyncClient` belongs to one (router instance, route). It never touches Kafka or threads: the
+caller gets the partitioner's SYNC body through a :class:`PartitionerPort` (directly in-process, or on the
+data-plane thread through ``RouteDataPlane.submit``), and hands GLOBAL messages back.
+
+Times are plain floats in the transport's clock (wall milliseconds over Kafka, the stream's time units in
+the benchmark). Syncs happen on a grid of DSYNC (``now // dsync``), so every router of a deployment sends
+its SYNC of a round at the same moment and the reducer's wait for stragglers stays short.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from schemas.control import GlobalMessage, SyncMessage
+
+__all__ = [
+    "DirectPort",
+    "PartitionerPort",
+    "SyncClient",
+    "SyncState",
+    "apply_dict",
+    "forwarding_allowed",
+    "sync_from_payload",
+]
+
+
+class SyncState(enum.Enum):
+    """Alg. 2's two states: learning locally (PREPARE), or waiting for the reducer's answer (AWAIT)."""
+
+    PREPARE = "prepare"
+    AWAIT = "await"
+
+
+class PartitionerPort(Protocol):
+    """How a sync node reaches its partitioner (hooks of ``router.partitioners.dalton.sync``)."""
+
+    def payload(self) -> dict[str, Any] | None:
+        """The partitioner's ``sync_payload()`` (enters AWAIT), or ``None`` if it cannot be reached now."""
+        ...
+
+    def apply(self, message: dict[str, Any], dsync: float) -> None:
+        """``apply_global(message)``; ``dsync`` is the interval the routers use from now on."""
+        ...
+
+
+def forwarding_allowed(dsync: float, slide: float, comparable: bool = True) -> bool:
+    """Key forwarding (Sec. 4.2) with several routers: only if a sync happens at least once per slide.
+
+    ``comparable`` is ``False`` when DSYNC and the slide are in different units (count windows over a
+    wall-clock DSYNC): then forwarding stays off.
+    """
+    return comparable and dsync <= slide
+
+
+class DirectPort:
+    """A partitioner in the caller's thread (benchmarks, tests).
+
+    ``slide_comparable``: whether DSYNC and the partitioner's slide share a unit (key-forwarding policy).
+    ``clock``: the stream time of the next tuple, when the caller knows it (the benchmark does). The
+    partitioner's windows are advanced to it before a GLOBAL is applied, so an answer that arrives at a
+    statistics-window boundary sets ``L = GL`` for the window that starts there (Alg. 2 line 18 with
+    STATS_WIN = DSYNC); otherwise the partitioner's next window change would replace GL by its local load.
+    """
+
+    def __init__(
+        self, partitioner: Any, *, slide_comparable: bool = True, clock: Callable[[], float] | None = None
+    ) -> None:
+        self.partitioner = partitioner
+        self.forwarding = bool(getattr(partitioner, "key_forwarding", False))  # as configured
+        self.slide_comparable = slide_comparable
+        self.clock = clock
+
+    def payload(self) -> dict[str, Any] | None:
+        """``sync_payload()``."""
+        return dict(self.partitioner.sync_payload())
+
+    def apply(self, message: dict[str, Any], dsync: float) -> None:
+        """``apply_global(message)`` and the key-forwarding policy for the new DSYNC."""
+        p = self.partitioner
+        if self.clock is not None and hasattr(p, "_advance"):
+            p._advance(float(self.clock()))  # time only moves forward: the next batch starts here anyway
+        p.apply_global(message)
+        allowed = self.forwarding and forwarding_allowed(dsync, float(p.slide), self.slide_comparable)
+        if p.key_forwarding and not allowed:
+            p._forward = np.zeros(0, dtype=bool)  # the partitioner keeps the last batch's flags when off
+        p.key_forwarding = allowed
+
+
+def sync_from_payload(
+    payload: Mapping[str, Any],
+    *,
+    deployment: str,
+    route: str,
+    instance: str,
+    seq: int,
+    combiners: int,
+    sent_ms: int,
+    due_ms: int | None = None,
+    leaving: bool = False,
+) -> SyncMessage:
+    """The SYNC control message of a partitioner's ``sync_payload()`` (keys as decimal strings)."""
+    return SyncMessage(
+        deployment=deployment,
+        route=route,
+        instance=instance,
+        seq=seq,
+        combiners=combiners,
+        sent_ms=max(0, sent_ms),
+        due_ms=max(0, sent_ms if due_ms is None else due_ms),
+        records=int(payload.get("records", 0)),
+        q_table={str(k): [float(x) for x in row] for k, row in payload.get("qtable", {}).items()},
+        weights={str(k): int(w) for k, w in payload.get("weights", {}).items()},
+        top_keys=[(str(k), int(c)) for k, c in payload.get("top_keys", [])],
+        double=bool(payload.get("request_double", False)),
+        leaving=leaving,
+        stats_window=int(payload.get("stats_window", 0)),
+    )
+
+
+def apply_dict(msg: GlobalMessage) -> dict[str, Any]:
+    """The ``apply_global`` argument of a GLOBAL message (keys as 64-bit integers)."""
+    return {
+        "qtable": {int(k): list(row) for k, row in msg.q_table.items()},
+        "hot": [int(k) for k in msg.hot_keys],
+        "expire": [int(k) for k in msg.expired],
+        "global_load": msg.global_load,
+    }
+
+
+class SyncClient:
+    """One router's protocol state for one route (Alg. 2, lines 13-20).
+
+    ``dsync`` is the initial interval (the reducer's GLOBAL messages change it). ``stale_before``: GLOBAL
+    messages sent before this time (e.g. read back from the control topic's history at start-up) are
+    not applied.
+    """
+
+    def __init__(
+        self,
+        *,
+        deployment: str,
+        route: str,
+        instance: str,
+        combiners: int,
+        dsync: float,
+        stale_before: float = -math.inf,
+    ) -> None:
+        if dsync <= 0:
+            raise ValueError(f"dsync must be > 0, got {dsync!r}")
+        self.deployment, self.route, self.instance, self.combiners = deployment, route, instance, combiners
+        self.dsync = float(dsync)
+        self.state = SyncState.PREPARE
+        self.seq = 0
+        self.last_round = -1
+        self.stale_before = stale_before
+        self.next_due: float | None = None
+        self.sent = self.applied = self.doubles_requested = 0
+        self.awaited_since: float | None = None
+        self.last_latency: float | None = None
+
+    def due(self, now: float) -> bool:
+        """Whether a SYNC is due at ``now`` (the first call only schedules the first one)."""
+        if self.next_due is None:
+            self.next_due = self._grid_after(now)
+            return False
+        return now >= self.next_due
+
+    def _grid_after(self, now: float) -> float:
+        return (math.floor(now / self.dsync) + 1) * self.dsync
+
+    def build_sync(self, payload: Mapping[str, Any], now: float, *, leaving: bool = False) -> SyncMessage:
+        """The SYNC for ``payload`` (just taken from the partitioner): enters AWAIT, schedules the next."""
+        msg = sync_from_payload(
+            payload,
+            deployment=self.deployment,
+            route=self.route,
+            instance=self.instance,
+            seq=self.seq,
+            combiners=self.combiners,
+            sent_ms=int(now),
+            due_ms=int(now if leaving or self.next_due is None else min(self.next_due, now)),
+            leaving=leaving,
+        )
+        self.seq += 1
+        self.sent += 1
+        self.doubles_requested += int(msg.double)
+        if self.state is SyncState.PREPARE:
+            self.awaited_since = now
+        self.state = SyncState.AWAIT
+        self.next_due = self._grid_after(now)
+        return msg
+
+    def accept_global(self, msg: GlobalMessage, now: float) -> dict[str, Any] | None:
+        """The ``apply_global`` dict if ``msg`` is a new round for this route, else ``None``; back to PREPARE."""
+        if msg.deployment != self.deployment or msg.route != self.route:
+            return None
+        if msg.round <= self.last_round or msg.sent_ms < self.stale_before:
+            return None
+        self.last_round = msg.round
+        if msg.dsync_ms != self.dsync:
+            self.dsync = float(msg.dsync_ms)
+            self.next_due = self._grid_after(now)
+        if self.awaited_since is not None and self.instance in msg.seqs:
+            self.last_latency = now - self.awaited_since
+        self.awaited_since = None
+        self.state = SyncState.PREPARE
+        self.applied += 1
+        return apply_dict(msg)

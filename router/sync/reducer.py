@@ -1,0 +1,189 @@
+"""The QtableReducer (Dalton Sec. 4.1): one round = one SYNC from every live router -> one GLOBAL.
+
+Per round the reducer computes, from the SYNC messages of all live routers:
+
+- the global load ``GL = sum(records)``;
+- the globally hot keys: ``f(k) > GL / n`` with ``f(k)`` the sum of the routers' top-n counts (a router's
+  local heavy hitters include every global one, Theorem 3.4); a hot key stays valid through the next round;
+- the global Q-table: per valid key, the average of the routers' rows weighted by each router's tuples
+  rewarded for that key (``bandit.weighted_average``: every contribution weighted, order-independent; a
+  router that did not see the key does not dilute it). Keys in some router's table that are not valid
+  are *expired* (locally frequent but globally cold keys are not split, Sec. 4.1's third property);
+- DSYNC: doubled when a router asks (its previous reply was still pending at its next sync), halved when
+  the reducer's idle time in the round exceeded its processing time of the previous round; bounded.
+
+The reducer is pure (no clock, no transport): :class:`~router.sync.node.SyncNode` feeds it and decides
+when it runs. Followers keep the same pending SYNCs and align with every GLOBAL they observe, so the
+next elected reducer continues the rounds where a dead one stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from router.partitioners.dalton.bandit import weighted_average
+from schemas.control import GlobalMessage, SyncMessage
+
+__all__ = ["DsyncPolicy", "QtableReducer", "RoundInputs"]
+
+
+@dataclass(frozen=True)
+class DsyncPolicy:
+    """Bounds of the adaptive sync interval (same clock as the transport)."""
+
+    minimum: float
+    maximum: float
+
+    def __post_init__(self) -> None:
+        if not 0 < self.minimum <= self.maximum:
+            raise ValueError(f"need 0 < minimum <= maximum, got {self.minimum!r}, {self.maximum!r}")
+
+    @classmethod
+    def around(cls, initial: float, below: float = 4.0, above: float = 16.0) -> DsyncPolicy:
+        """Bounds ``[initial / below, initial * above]``."""
+        return cls(initial / below, initial * above)
+
+    def adapt(self, dsync: float, double: bool, idle: float | None, processing: float | None) -> float:
+        """The next DSYNC: doubled on request, else halved if idle > processing, within the bounds."""
+        if double:
+            return min(2 * dsync, self.maximum)
+        if idle is not None and processing is not None and idle > processing:
+            return max(dsync / 2, self.minimum)
+        return min(max(dsync, self.minimum), self.maximum)
+
+
+@dataclass(frozen=True)
+class RoundInputs:
+    """What one round aggregates (for tests and logs)."""
+
+    members: tuple[str, ...]
+    global_load: int
+    counts: dict[str, int]
+
+
+class QtableReducer:
+    """Round state of one route's reducer; every node keeps one (only the elected one builds rounds)."""
+
+    def __init__(self, *, deployment: str, route: str, combiners: int, dsync: float, policy: DsyncPolicy) -> None:
+        if combiners < 1:
+            raise ValueError(f"combiners must be >= 1, got {combiners!r}")
+        self.deployment, self.route, self.n = deployment, route, combiners
+        self.policy = policy
+        self.dsync = float(dsync)
+        self.round = -1
+        self.pending: dict[str, list[SyncMessage]] = {}
+        self.hot_until: dict[str, int] = {}
+        self.last_emit: float | None = None
+        self.last_processing: float | None = None
+        self.rounds_built = 0
+
+    # -- input ---------------------------------------------------------------------------------
+    def add(self, msg: SyncMessage) -> None:
+        """Queue a SYNC for the next round (a router may send several before the round closes)."""
+        self.pending.setdefault(msg.instance, []).append(msg)
+
+    def observe(self, msg: GlobalMessage, now: float, *, own: bool) -> None:
+        """Align with a GLOBAL seen on the control topic (``own``: this node sent it)."""
+        for inst, seq in msg.seqs.items():
+            kept = [m for m in self.pending.get(inst, ()) if m.seq > seq]
+            if kept:
+                self.pending[inst] = kept
+            else:
+                self.pending.pop(inst, None)
+        if msg.round < self.round:
+            return
+        self.round = msg.round
+        self.dsync = float(msg.dsync_ms)
+        for k in msg.hot_keys:
+            self.hot_until[k] = msg.round + 1
+        for k in msg.expired:
+            self.hot_until.pop(k, None)
+        if not own:
+            self.last_emit = now
+
+    def ready(self, live: set[str]) -> bool:
+        """Whether every live member has sent its SYNC for the newest DSYNC grid point.
+
+        A member whose latest pending SYNC is for an older grid point (it joined late, or a round closed
+        just before its SYNC arrived) is waited for, so rounds do not settle into a lag of one SYNC.
+        """
+        if not self.pending or not live <= set(self.pending):
+            return False
+        latest = {i: max(m.due_ms for m in self.pending[i]) for i in live}
+        return not latest or min(latest.values()) >= max(latest.values())
+
+    def inputs(self) -> RoundInputs:
+        """The pending round's members, GL and summed top-key counts."""
+        counts: dict[str, int] = {}
+        load = 0
+        for msgs in self.pending.values():
+            for m in msgs:
+                load += m.records
+                seen: dict[str, int] = {}
+                for k, c in m.top_keys:  # a key once per SYNC (the reference code can list it twice)
+                    seen[k] = max(seen.get(k, 0), c)
+                for k, c in seen.items():
+                    counts[k] = counts.get(k, 0) + c
+        return RoundInputs(tuple(sorted(self.pending)), load, counts)
+
+    # -- a round -------------------------------------------------------------------------------
+    def build(self, now: float, reducer: str) -> GlobalMessage:
+        """Close the pending round: global Q-table, hot keys, expirations, GL, next DSYNC."""
+        inp = self.inputs()
+        r = self.round + 1
+        threshold = inp.global_load / self.n
+        hot = {k: c for k, c in inp.counts.items() if inp.global_load > 0 and c > threshold}
+        for k in hot:
+            self.hot_until[k] = r + 1
+        valid = {k for k, until in self.hot_until.items() if until >= r}
+        contributions: dict[int, list[tuple[float, list[float]]]] = {}
+        in_tables: set[str] = set()
+        double = False
+        seqs: dict[str, int] = {}
+        for inst in inp.members:
+            msgs = self.pending[inst]
+            seqs[inst] = max(m.seq for m in msgs)
+            double |= any(m.double for m in msgs)
+            rows: dict[str, list[float]] = {}
+            weights: dict[str, int] = {}
+            for m in msgs:  # the latest row holds the earlier learning; weights add up
+                for k, row in m.q_table.items():
+                    if len(row) == self.n:
+                        rows[k] = list(row)
+                        weights[k] = weights.get(k, 0) + m.weights.get(k, 0)
+            in_tables |= set(rows)
+            for k, row in rows.items():
+                if k in valid:
+                    contributions.setdefault(int(k), []).append((float(weights[k]), row))
+        q = weighted_average(contributions)
+        expired = sorted((in_tables | set(self.hot_until)) - valid, key=int)
+        for k in expired:
+            self.hot_until.pop(k, None)
+        idle = None if self.last_emit is None else max(0.0, now - self.last_emit)
+        new_dsync = self.policy.adapt(self.dsync, double, idle, self.last_processing)
+        msg = GlobalMessage(
+            deployment=self.deployment,
+            route=self.route,
+            combiners=self.n,
+            reducer=reducer,
+            round=r,
+            q_table={str(k): row for k, row in q.items()},
+            hot_keys=dict(sorted(hot.items(), key=lambda kv: int(kv[0]))),
+            expired=expired,
+            global_load=inp.global_load,
+            dsync_ms=max(1, round(new_dsync)),
+            members=list(inp.members),
+            seqs=seqs,
+            processing_ms=max(0.0, self.last_processing or 0.0),
+            idle_ms=idle or 0.0,
+        )
+        self.pending = {}
+        self.round = r
+        self.dsync = float(msg.dsync_ms)
+        self.rounds_built += 1
+        return msg
+
+    def emitted(self, ready: float, at: float) -> None:
+        """The round that became ready at ``ready`` was sent at ``at`` (its processing time)."""
+        self.last_processing = max(0.0, at - ready)
+        self.last_emit = at

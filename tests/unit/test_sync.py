@@ -1,0 +1,310 @@
+"""The cooperative-Dalton protocol (router.sync) without a broker: reducer, client, membership, bus."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+import orjson
+import pytest
+
+from router.partitioners.dalton import DaltonPartitioner
+from router.sync import DsyncPolicy, Membership, NodeConfig, QtableReducer, SyncClient, SyncNode, SyncState
+from router.sync.client import DirectPort, forwarding_allowed
+from router.sync.inprocess import InProcessBus, SyncOptions, make_bus
+from schemas.control import GlobalMessage, SyncMessage, encode_control
+
+N = 4
+
+
+def sync(inst: str, seq: int = 0, *, records: int = 100, rows: dict[str, list[float]] | None = None,
+         weights: dict[str, int] | None = None, top: list[tuple[str, int]] | None = None, double: bool = False,
+         leaving: bool = False, sent: int = 0, deployment: str = "d", route: str = "r") -> SyncMessage:  # fmt: skip
+    return SyncMessage(deployment=deployment, route=route, instance=inst, seq=seq, records=records, combiners=N,
+                       q_table=rows or {}, weights=weights or {}, top_keys=top or [], double=double,
+                       leaving=leaving, sent_ms=sent)  # fmt: skip
+
+
+def reducer(dsync: float = 100, policy: DsyncPolicy | None = None) -> QtableReducer:
+    return QtableReducer(deployment="d", route="r", combiners=N, dsync=dsync, policy=policy or DsyncPolicy(25, 1600))
+
+
+# -- the reducer ------------------------------------------------------------------------------------
+def test_weighted_average_is_frequency_weighted_and_order_independent() -> None:
+    msgs = [
+        sync("a", rows={"7": [0.0, -1.0, -1.0, -1.0]}, weights={"7": 90}, top=[("7", 90)], records=100),
+        sync("b", rows={"7": [-1.0, 0.0, -1.0, -1.0]}, weights={"7": 10}, top=[("7", 10)], records=100),
+        sync("c", rows={"7": [-2.0, -2.0, -2.0, 0.0]}, weights={"7": 0}, top=[("7", 0)], records=100),
+    ]
+    results = []
+    for order in itertools.permutations(msgs):
+        red = reducer()
+        for m in order:
+            red.add(m)
+        results.append(red.build(0, "a"))
+    assert all(g.q_table == results[0].q_table for g in results)
+    q = results[0].q_table["7"]
+    assert q == pytest.approx([-0.1, -0.9, -1.0, -1.0])  # weights 0.9 / 0.1; c saw no reward: no dilution
+    assert results[0].global_load == 300 and results[0].hot_keys == {"7": 100}  # 100 > 300 / 4
+
+
+def test_hot_keys_gl_and_expiry() -> None:
+    red = reducer()
+    red.add(sync("a", records=400, rows={"1": [0.0] * N, "2": [0.0] * N}, weights={"1": 5, "2": 5},
+                 top=[("1", 150), ("2", 60)]))  # fmt: skip
+    red.add(sync("b", records=400, top=[("1", 10), ("2", 50), ("3", 300)]))
+    g = red.build(0, "a")
+    # GL = 800, threshold 200: key 1 (160) is not hot, key 3 (300) is; key 2 (110) neither.
+    assert g.global_load == 800 and g.hot_keys == {"3": 300}
+    assert g.expired == ["1", "2"] and g.q_table == {}  # locally frequent, globally cold: not split
+    red.add(sync("a", 1, records=100, rows={"3": [-1.0] * N}, weights={"3": 4}, top=[("4", 10)]))
+    red.add(sync("b", 1, records=100, top=[("4", 10)]))
+    g2 = red.build(1, "a")
+    assert g2.hot_keys == {} and "3" in g2.q_table  # hot last round: valid through this one
+    red.add(sync("a", 2, rows={"3": [-1.0] * N}))
+    red.add(sync("b", 2))
+    assert red.build(2, "a").expired == ["3"]
+
+
+def test_key_listed_twice_counts_once() -> None:
+    red = reducer()
+    red.add(sync("a", records=100, top=[("5", 20), ("5", 20)]))
+    assert red.inputs().counts == {"5": 20}
+
+
+def test_several_syncs_of_one_router_in_one_round_add_up() -> None:
+    red = reducer()
+    red.add(sync("a", 0, records=100, rows={"1": [0.0] * N}, weights={"1": 10}, top=[("1", 40)]))
+    red.add(sync("a", 1, records=100, rows={"1": [-1.0] * N}, weights={"1": 10}, top=[("1", 40)]))
+    g = red.build(0, "a")
+    assert g.global_load == 200 and g.hot_keys == {"1": 80}
+    assert g.q_table["1"] == [-1.0] * N and g.seqs == {"a": 1}  # the latest row
+
+
+def test_follower_aligns_with_observed_global() -> None:
+    leader, follower = reducer(), reducer()
+    for red in (leader, follower):
+        red.add(sync("a", 0, top=[("9", 90)]))
+        red.add(sync("b", 0, top=[("9", 90)]))
+    g = leader.build(0, "a")
+    follower.add(sync("a", 1))  # arrived after the leader closed the round
+    follower.observe(g, 5, own=False)
+    assert follower.round == g.round and set(follower.pending) == {"a"} and follower.pending["a"][0].seq == 1
+    assert follower.hot_until == {"9": g.round + 1} and follower.last_emit == 5
+
+
+def test_dsync_policy() -> None:
+    pol = DsyncPolicy(100, 800)
+    assert pol.adapt(200, True, None, None) == 400
+    assert pol.adapt(800, True, None, None) == 800  # bounded above
+    assert pol.adapt(400, False, idle=300, processing=100) == 200  # idle > processing: shrink
+    assert pol.adapt(100, False, idle=300, processing=10) == 100  # bounded below
+    assert pol.adapt(400, False, idle=100, processing=300) == 400  # busy: keep
+    with pytest.raises(ValueError):
+        DsyncPolicy(0, 10)
+
+
+# -- the client ---------------------------------------------------------------------------------------
+def test_client_prepare_await_and_rounds() -> None:
+    c = SyncClient(deployment="d", route="r", instance="a", combiners=N, dsync=100, stale_before=50)
+    assert not c.due(30) and c.next_due == 100  # on the DSYNC grid
+    assert c.due(100)
+    msg = c.build_sync({"records": 5, "qtable": {7: [0.0] * N}, "top_keys": [[7, 5]], "request_double": False}, 100)
+    assert c.state is SyncState.AWAIT and msg.seq == 0 and msg.q_table == {"7": [0.0] * N} and c.next_due == 200
+    g = GlobalMessage(deployment="d", route="r", reducer="a", round=3, dsync_ms=200, hot_keys={"7": 5},
+                      sent_ms=120, seqs={"a": 0}, global_load=9)  # fmt: skip
+    upd = c.accept_global(g, 130)
+    assert upd == {"qtable": {}, "hot": [7], "expire": [], "global_load": 9}
+    assert c.state is SyncState.PREPARE and c.dsync == 200 and c.next_due == 200 and c.last_latency == 30
+    assert c.accept_global(g, 140) is None  # same round again
+    assert c.accept_global(g.model_copy(update={"round": 4, "sent_ms": 10}), 140) is None  # sent before start-up
+    assert c.accept_global(g.model_copy(update={"round": 4, "route": "x"}), 140) is None
+
+
+def test_key_forwarding_only_with_a_sync_per_slide() -> None:
+    assert forwarding_allowed(500, 1000) and not forwarding_allowed(2000, 1000)
+    assert not forwarding_allowed(10, 1000, comparable=False)
+    part = DaltonPartitioner(N, slide=1000, key_forwarding=True)
+    port = DirectPort(part)
+    port.payload()
+    port.apply({}, 2000)
+    assert not part.key_forwarding
+    port.apply({}, 500)
+    assert part.key_forwarding
+
+
+# -- membership -----------------------------------------------------------------------------------------
+def test_membership_timeout_leaving_and_election() -> None:
+    m = Membership("b", timeout=10)
+    assert m.leader(0) == "b"  # alone: elects itself
+    m.seen("a", 0)
+    m.seen("c", 0)
+    assert m.live(5) == {"a", "c"} and m.leader(5) == "a"
+    m.seen("c", 8)
+    assert m.live(15) == {"c"} and m.leader(15) == "b"  # a timed out: the next lowest takes over
+    m.seen("c", 16, leaving=True)
+    assert m.live(16) == set()
+    m.self_leaving = True
+    assert m.leader(16) is None
+
+
+# -- nodes on the in-process bus -------------------------------------------------------------------------
+class FakePort:
+    """A partitioner stand-in: one hot key, records on demand, remembers what it was given."""
+
+    def __init__(self, key: str = "42", count: int = 100) -> None:
+        self.key, self.count = key, count
+        self.awaiting = False
+        self.applied: list[dict[str, object]] = []
+
+    def payload(self) -> dict[str, object]:
+        p = {"records": 400, "qtable": {int(self.key): [-1.0] * N}, "weights": {int(self.key): self.count},
+             "top_keys": [[int(self.key), self.count]], "request_double": self.awaiting}  # fmt: skip
+        self.awaiting = True
+        return p
+
+    def apply(self, message: dict[str, object], dsync: float) -> None:
+        self.awaiting = False
+        self.applied.append(message)
+
+
+def fake_bus(
+    p: int,
+    *,
+    dsync: float = 100,
+    delay: float | Callable[[float], float] = 0.0,
+    policy: DsyncPolicy | None = None,
+    floor: float = 0.0,
+) -> tuple[InProcessBus, list[FakePort]]:
+    ports = [FakePort() for _ in range(p)]
+    nodes = [
+        SyncNode(
+            port,
+            NodeConfig(
+                deployment="d",
+                route="r",
+                instance=f"w{i}",
+                combiners=N,
+                dsync=dsync,
+                policy=policy or DsyncPolicy(dsync, dsync),
+                reducer_delay=delay,
+                liveness_floor=floor,
+            ),
+        )  # fmt: skip
+        for i, port in enumerate(ports)
+    ]
+    return InProcessBus(nodes), ports
+
+
+def run(bus: InProcessBus, start: float, stop: float, step: float = 10) -> None:
+    for t in np.arange(start, stop, step):
+        bus.tick(float(t))
+
+
+def test_rounds_answer_every_router() -> None:
+    bus, ports = fake_bus(3)
+    run(bus, 0, 1000)
+    rounds = [r for _, r, _ in bus.stats.rounds]
+    assert len(rounds) >= 8 and rounds == sorted(rounds) and {red for *_, red in bus.stats.rounds} == {"w0"}
+    assert all(len(p.applied) == len(rounds) for p in ports)
+    assert all(n.last_global is not None and n.last_global.members == ["w0", "w1", "w2"] for n in bus.nodes)
+
+
+def test_dsync_doubles_when_reducer_is_slow_and_shrinks_when_idle() -> None:
+    slow = [True]
+    bus, _ = fake_bus(2, dsync=100, delay=lambda t: 250.0 if slow[0] else 0.0, policy=DsyncPolicy(100, 1600))
+    run(bus, 0, 3000)
+    grown = bus.nodes[1].dsync
+    assert 400 <= grown <= 800  # replies took 250 > DSYNC: doubled (100 -> 200 -> 400, one more in flight)
+    slow[0] = False
+    run(bus, 3000, 12_000)
+    assert bus.nodes[1].dsync == 100  # idle > processing: halved back to the lower bound
+    series = [d for _, d in bus.stats.dsync]
+    assert max(series) >= grown and series[-1] == 100
+
+
+def test_dead_member_is_dropped_after_timeout() -> None:
+    bus, ports = fake_bus(3, dsync=100)  # liveness: 3 * DSYNC
+    run(bus, 0, 500)
+    before = len(ports[0].applied)
+    bus.kill(2)
+    run(bus, 500, 650)
+    assert len(ports[0].applied) == before  # waiting for w2 (not yet timed out)
+    run(bus, 650, 1500)
+    assert len(ports[0].applied) > before + 5
+    assert bus.nodes[0].last_global is not None and bus.nodes[0].last_global.members == ["w0", "w1"]
+    assert [i for i, _ in bus.nodes[0].membership.dropped] == ["w2"]
+
+
+def test_leaving_member_is_not_waited_for() -> None:
+    bus, ports = fake_bus(3, dsync=100)
+    run(bus, 0, 500)
+    bus.leave(2, 500)
+    before = len(ports[0].applied)
+    run(bus, 500, 600)
+    assert len(ports[0].applied) == before + 1  # the next round closes on time, with w2's last SYNC
+    run(bus, 600, 700)
+    assert len(ports[0].applied) == before + 2
+    g = bus.nodes[0].last_global
+    assert g is not None and g.members == ["w0", "w1"]
+
+
+def test_reducer_takeover() -> None:
+    bus, ports = fake_bus(3, dsync=100)
+    run(bus, 0, 500)
+    assert {r for *_, r in bus.stats.rounds} == {"w0"}
+    last_round = bus.stats.rounds[-1][1]
+    bus.kill(0)  # the reducer dies mid-stream
+    run(bus, 500, 1500)
+    after = [(t, r, red) for t, r, red in bus.stats.rounds if t >= 500]
+    assert after and {red for *_, red in after} == {"w1"}
+    assert after[0][1] == last_round + 1  # the rounds continue where w0 stopped
+    assert after[0][0] - 500 <= 3 * 100 + 2 * 100  # within liveness timeout + a round
+    assert [r for _, r, _ in bus.stats.rounds] == sorted({r for _, r, _ in bus.stats.rounds})
+
+
+def test_malformed_and_foreign_messages_are_ignored() -> None:
+    bus, ports = fake_bus(2)
+    node = bus.nodes[0]
+    bad = [b"", b"garbage", b"[1]", orjson.dumps({"v": 2, "type": "sync"}),
+           encode_control(sync("x", deployment="other")), encode_control(sync("x", route="other")),
+           encode_control(sync("x").model_copy(update={"combiners": N + 1})),
+           orjson.dumps({**orjson.loads(encode_control(sync("x"))), "q_table": {"k1": [0.0] * N}})]  # fmt: skip
+    for raw in bad:
+        assert node.receive_raw(raw, 0) == []
+    assert sum(node.stats.ignored.values()) == len(bad)
+    assert node.reducer.pending == {} and node.membership.live(0) == set()
+    run(bus, 0, 500)
+    assert ports[0].applied  # still works
+
+
+def test_stale_sync_from_history_is_ignored() -> None:
+    bus, _ = fake_bus(1, dsync=100)
+    node = bus.nodes[0]
+    node.receive_raw(encode_control(sync("ghost", sent=1)), 10_000)
+    assert node.stats.ignored["stale sync"] == 1 and node.reducer.pending == {}
+
+
+# -- real partitioners ------------------------------------------------------------------------------------
+def test_dalton_routers_agree_on_global_hot_keys_and_rows() -> None:
+    rng = np.random.default_rng(1)
+    parts = [DaltonPartitioner(8, seed=i, tail="hash") for i in range(3)]
+    bus = make_bus(parts, SyncOptions(dsync=1000))
+    assert bus is not None
+    perms = [np.arange(500), rng.permutation(500), rng.permutation(500)]
+    clock = 0
+    for _ in range(40):
+        for i, p in enumerate(parts):
+            keys = perms[i][np.minimum(rng.zipf(2.0, 250) - 1, 499)] if i else rng.integers(0, 500, 250)
+            p.assign(keys, np.arange(clock, clock + 250))
+            clock += 250
+        bus.tick(float(clock))
+    g = bus.nodes[0].last_global
+    assert g is not None and g.hot_keys
+    hot = {int(k) for k in g.hot_keys}
+    for p in parts:
+        assert hot <= set(p.hot_keys())
+        for k, row in g.q_table.items():
+            assert p.qtable.rows[int(k)].q == pytest.approx(row)  # applied at the round, nothing buffered since
+    assert bus.summary()["rounds"] == g.round + 1
