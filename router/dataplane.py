@@ -75,6 +75,8 @@ class DataPlaneStats:
     batches: int = 0
     first_consumed: float | None = None  # time.monotonic() when the first record arrived
     last_acked: float | None = None  # time.monotonic() after the last batch was acknowledged
+    first_cpu: float | None = None  # time.process_time() (all threads of the process) at first_consumed
+    last_cpu: float | None = None  # time.process_time() at last_acked
     partitioner_s: float = 0.0  # inside Partitioner.assign
     # wall time per phase of the batch loop (per batch, not per record: cheap to keep)
     extract_s: float = 0.0
@@ -252,6 +254,7 @@ class RouteDataPlane:
             msgs = [m for m in msgs if m.error() is None]
         if self.stats.first_consumed is None:
             self.stats.first_consumed = time.monotonic()
+            self.stats.first_cpu = time.process_time()
         st = self.stats
         ext = self.extractor.extract(msgs)
         t1 = time.perf_counter()
@@ -276,6 +279,7 @@ class RouteDataPlane:
         st.dead += len(ext.bad)
         st.batches += 1
         st.last_acked = time.monotonic()
+        st.last_cpu = time.process_time()
         rm = self.metrics
         rm.tuples_in.inc(n)
         rm.tuples_out.inc(len(ext))
