@@ -1,10 +1,15 @@
 """Dalton's contextual bandit: Q-table rows of hot keys, epsilon-greedy choice, reward, update (Sec. 3.2).
 
-Reward of routing ``m`` tuples of key ``k`` to combiner ``a`` (Eq. 3-4):
-``R = -(p1 * CI + p2 * CA)``, ``CI = (L_a - mean L) / max(L_a, mean L)`` on the load vector *after* the
-assignment, ``CA = |fragmentation bits of k| / n`` including ``a``. Update (Eq. 5) applied ``m`` times
-with the same reward, in closed form: ``Q <- R + (1 - gamma)^m (Q - R)``; ``m = 1`` is Algorithm 1
-exactly. Greedy ties go to the key's hash combiner (the reference code's rule: uniform data hashes).
+Reward of routing a tuple of key ``k`` to combiner ``a`` (Eq. 3-4): ``R = -(p1 * CI + p2 * CA)`` with
+``CI = (L_a - mean L) / max(L_a, mean L)`` on the load vector *after* the assignment and
+``CA = |fragmentation bits of k| / n`` including ``a``. A chunk of ``m`` tuples is ``m`` updates
+(Eq. 5) with one reward, in closed form ``Q <- R + (1 - gamma)^m (Q - R)``.
+
+``update="chosen"`` (the paper): only ``Q(k, a)`` moves, with the reward of the chunk's last tuple.
+``update="all"``: every ``Q(k, c)`` moves towards the reward the next tuple would get on ``c``; the
+reward is the router's own cost model, so these counterfactual rewards are exact (full information).
+Greedy ties go to the key's hash combiner (the reference code's rule: uniform data hashes). Initial
+values are ``initial_q`` (-2, below any reward).
 """
 
 from __future__ import annotations
