@@ -166,7 +166,7 @@ def test_cli_bench_advise_reproduce(tmp_path: Path) -> None:
     res = cli.invoke(app, ["bench", "--suite", "papers", "--tuples", "4000", "--out", str(tmp_path / "s")])
     assert res.exit_code == 0, res.output
     rows = json.loads((tmp_path / "s" / "reproduction.json").read_text())
-    assert {r["experiment"] for r in rows} == set(EXPERIMENTS)
+    assert set(EXPERIMENTS) <= {r["experiment"] for r in rows}
     assert all(r["verdict"] in ("yes", "no", "n/a") for r in rows)
     res = cli.invoke(app, ["bench", "-w", "nope"])
     assert res.exit_code == 2 and "unknown workload" in res.output
