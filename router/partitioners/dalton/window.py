@@ -28,6 +28,8 @@ U64 = npt.NDArray[np.uint64]
 Bools = npt.NDArray[np.bool_]
 
 
+_SHIFT = np.uint64(32)
+_LOW = np.uint64(0xFFFFFFFF)
 _PROBE = 8
 _OFFSETS = np.arange(1, _PROBE + 1, dtype=np.intp)
 
@@ -49,8 +51,9 @@ class SlotTable:
     def _new_table(self, capacity: int) -> None:
         size = 1 << max(4, (2 * capacity - 1).bit_length())
         self._mask = np.uint64(size - 1)
-        #: cell = (key id, slot + 1); 0 in the second column marks an empty cell. Both in one cache line.
-        self._cells: U64 = np.zeros((size, 2), dtype=np.uint64)
+        #: cell = (high 32 bits of the key id) << 32 | (slot + 1); 0 marks an empty cell. 8 bytes per cell
+        #: keep the table small (cache); a fingerprint match is confirmed against ``ids[slot]``.
+        self._cells: U64 = np.zeros(size, dtype=np.uint64)
 
     @property
     def capacity(self) -> int:
@@ -65,14 +68,15 @@ class SlotTable:
         mask = int(self._mask)
         pos = (ids & self._mask).astype(np.intp)
         cell = self._cells[pos]
-        v = cell[:, 1].astype(np.intp) - 1
-        hit = cell[:, 0] == ids
+        v = (cell & _LOW).astype(np.intp) - 1
+        hit = (cell >> _SHIFT) == (ids >> _SHIFT)
+        hit[hit] = self.ids[v[hit]] == ids[hit]  # confirm the fingerprint
         out = np.where(hit, v, -1)
         more = np.flatnonzero(~hit & (v >= 0))  # home cell taken by another key: probe on (few keys)
         while more.size:  # the next _PROBE cells at once
             cells = self._cells[(pos[more, None] + _OFFSETS) & mask]
-            tv = cells[:, :, 1].astype(np.intp) - 1
-            match = (cells[:, :, 0] == ids[more, None]) & (tv >= 0)
+            tv = (cells & _LOW).astype(np.intp) - 1
+            match = (tv >= 0) & (self.ids[tv] == ids[more, None])
             found = match.any(axis=1)
             out[more[found]] = tv[found, match[found].argmax(axis=1)]
             go_on = ~found & (tv >= 0).all(axis=1)  # no match and no empty cell yet
@@ -87,13 +91,12 @@ class SlotTable:
     def _place(self, ids: U64, slots: IntP) -> None:
         mask = int(self._mask)
         pos = (ids & self._mask).astype(np.intp)
-        mine_all = slots.astype(np.uint64) + np.uint64(1)
+        mine_all = ((ids >> _SHIFT) << _SHIFT) | (slots.astype(np.uint64) + np.uint64(1))
         while ids.size:
-            empty = self._cells[pos, 1] == 0
+            empty = self._cells[pos] == 0
             cells, mine = pos[empty], mine_all[empty]
-            self._cells[cells, 1] = mine  # ids racing for one cell: the last write wins ...
-            won = self._cells[cells, 1] == mine  # ... and the others probe on
-            self._cells[cells[won], 0] = ids[empty][won]
+            self._cells[cells] = mine  # ids racing for one cell: the last write wins ...
+            won = self._cells[cells] == mine  # ... and the others probe on
             rest = np.ones(ids.shape[0], dtype=bool)
             rest[np.flatnonzero(empty)[won]] = False
             ids, mine_all = ids[rest], mine_all[rest]
@@ -104,9 +107,9 @@ class SlotTable:
         k = int(ids.shape[0])
         out = np.asarray(self.free[len(self.free) - k :][::-1], dtype=np.intp)
         del self.free[len(self.free) - k :]
-        self._place(ids, out)
         self.ids[out] = ids
         self.used[out] = True
+        self._place(ids, out)
         return out
 
     def _rebuild(self) -> None:
@@ -144,7 +147,9 @@ class SlidingState:
         #: per block, its distinct (key, combiner) pairs as flat indices ``slot * n + combiner``
         self.pairs: list[IntP] = [np.zeros(0, dtype=np.intp) for _ in range(blocks)]
         self._head_pairs: list[IntP] = []
-        self.refcount: npt.NDArray[np.int32] = np.zeros((capacity, n), dtype=np.int32)
+        #: blocks holding each (slot, combiner); the narrowest type that counts to ``blocks`` (cache)
+        self._rtype = np.uint8 if blocks < 255 else np.uint16 if blocks < 65535 else np.uint32
+        self.refcount: npt.NDArray[np.unsignedinteger] = np.zeros((capacity, n), dtype=self._rtype)
         self.head: Bools = np.zeros((capacity, n), dtype=bool)
 
     # -- capacity ------------------------------------------------------------------------------
@@ -152,7 +157,7 @@ class SlidingState:
         """Enlarge the per-slot arrays to ``capacity`` rows."""
         extra = capacity - self.refcount.shape[0]
         if extra > 0:
-            self.refcount = np.concatenate([self.refcount, np.zeros((extra, self.n), np.int32)])
+            self.refcount = np.concatenate([self.refcount, np.zeros((extra, self.n), self._rtype)])
             self.head = np.concatenate([self.head, np.zeros((extra, self.n), bool)])
 
     def live(self) -> Bools:
