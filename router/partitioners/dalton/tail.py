@@ -24,17 +24,25 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
 
-def _plan(load: list[float], target: float, movable: list[list[float]], n: int) -> list[list[float]]:
-    """How much weight to move from ``i`` to ``j`` (``movable[i][j]`` available): most loaded first."""
-    flow = [[0.0] * n for _ in range(n)]
-    for i in sorted(range(n), key=lambda c: -load[c]):
+def _plan(load: list[float], target: float, movable: list[list[float]], n: int) -> list[float]:
+    """How much weight to move from ``i`` to ``j`` (``movable[i][j]`` available), flattened ``i * n + j``.
+
+    Sources from the most loaded, destinations from the least loaded (order taken once, at the start).
+    """
+    flow = [0.0] * (n * n)
+    ascending = sorted(range(n), key=load.__getitem__)
+    for i in reversed(ascending):
         excess = load[i] - target
         if excess < 1:
             break
         row = movable[i]
-        for j in sorted((j for j in range(n) if row[j] > 0 and load[j] < target), key=lambda c: load[c]):
-            x = min(excess, target - load[j], row[j])
-            flow[i][j] = x
+        for j in ascending:
+            room = target - load[j]
+            x = row[j]
+            if room <= 0 or x <= 0:
+                continue
+            x = min(excess, room, x)
+            flow[i * n + j] = x
             load[j] += x
             load[i] -= x
             excess -= x
@@ -69,7 +77,7 @@ def affinity_fill(c1: IntP, c2: IntP, held: IntP | None, weights: I64, loads: I6
     if float(load.max()) - target < 1:
         return choice
     movable = cast("list[list[float]]", np.bincount(code, weights=wc, minlength=n * n).reshape(n, n).tolist())
-    flow: F64 = np.asarray(_plan(load.tolist(), target, movable, n), dtype=np.float64).reshape(-1)
+    flow: F64 = np.asarray(_plan(load.tolist(), target, movable, n), dtype=np.float64)
     go = np.flatnonzero(flow[code] > 0)  # only keys of groups the plan moves
     if go.size == 0:
         return choice
