@@ -120,7 +120,9 @@ def dedupe_source_position(df: DataFrame) -> DataFrame:
     Cost: a stateful operator keyed by source position, so Spark hash-shuffles every *raw record* by
     position before the aggregation; the partial aggregation then runs after that shuffle, not in the scan
     task. The combiner stage stops being a pre-aggregation (shuffled rows = records instead of partials), and
-    the state store holds one entry per record of the last ``delay`` of event time. On a batch DataFrame this is
+    the state store holds one entry per record of the last ``delay`` of event time. Late data also changes:
+    as the first stateful operator the deduplication drops a whole *record* whose event time is ``<= W``,
+    stricter than the aggregation's per-window rule (``window.end <= W``). On a batch DataFrame this is
     a plain ``dropDuplicates`` on the position.
     """
     cols = ["src_topic", "src_partition", "src_offset"]

@@ -48,7 +48,7 @@ def produce_routed(
     keys: Sequence[str],
     times_ms: Sequence[int],
     measures: Sequence[float | None],
-    combiners: Sequence[int],
+    combiners: Sequence[int] | npt.NDArray[np.int32],
     *,
     raw_topic: str = "raw",
     raw_values: Sequence[bytes] | None = None,
