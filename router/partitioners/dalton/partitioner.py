@@ -155,7 +155,7 @@ class DaltonPartitioner(Partitioner):
     def _slots_for(self, ids: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint32]) -> IntP:
         slots = self.slots.find(ids)
         miss = slots < 0
-        k = int(miss.sum())
+        k = int(np.count_nonzero(miss))
         if k:
             if len(self.slots.free) < k:
                 self._collect(slots[~miss])
@@ -239,7 +239,7 @@ class DaltonPartitioner(Partitioner):
         self, slots: IntP, ids: npt.NDArray[np.uint64], counts: I64, inv: IntP
     ) -> tuple[IntP, npt.NDArray[np.bool_]]:
         n = self.n
-        freq = self.stats.observe(slots, ids, counts)
+        freq = self.stats.observe(slots, ids, counts, inv.shape[0])
         self.sync_counts[slots] += counts
         self.records_since_sync += inv.shape[0]
         rows = self.qtable.rows
@@ -254,9 +254,10 @@ class DaltonPartitioner(Partitioner):
         st = slots if t is None else slots[t]
         ct = counts if t is None else counts[t]
         if self.tail == "affinity" and st.size:
-            c1, c2 = self.cand[st, 1].astype(np.intp), self.cand[st, 2].astype(np.intp)
+            cand = self.cand[st]
+            c1, c2 = cand[:, 1].astype(np.intp), cand[:, 2].astype(np.intp)
             held = None
-            if self.scope == "window" or base.any():  # a fresh slide holds nothing yet
+            if self.scope == "window" or not self.win.head_empty:  # a fresh slide holds nothing yet
                 held = np.where(
                     self.win.held(st, c1, self.scope), c1, np.where(self.win.held(st, c2, self.scope), c2, -1)
                 )

@@ -89,9 +89,9 @@ class FrequencyStats:
         self.index = index
         return True
 
-    def observe(self, slots: IntP, ids: U64, counts: I64) -> I64:
-        """Count a segment's distinct keys (``counts`` tuples each); returns their window frequencies."""
-        self.cur_load += int(counts.sum())
+    def observe(self, slots: IntP, ids: U64, counts: I64, total: int | None = None) -> I64:
+        """Count a segment's distinct keys (``counts`` tuples each, ``total`` in all); returns their frequencies."""
+        self.cur_load += int(counts.sum()) if total is None else total
         if not self.use_sketch:
             freq = self.counts[slots] + counts
             self.counts[slots] = freq

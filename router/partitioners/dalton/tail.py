@@ -72,12 +72,12 @@ def affinity_fill(c1: IntP, c2: IntP, held: IntP | None, weights: I64, loads: I6
             return choice
         code = c1[free] * n + c2[free]
         wc = weights[free]
-    load = loads + np.bincount(choice, weights=weights, minlength=n)
-    target = float(load.sum()) / n
-    if float(load.max()) - target < 1:
+    load = (loads + np.bincount(choice, weights=weights, minlength=n)).tolist()
+    target = sum(load) / n
+    if max(load) - target < 1:
         return choice
     movable = cast("list[list[float]]", np.bincount(code, weights=wc, minlength=n * n).reshape(n, n).tolist())
-    flow: F64 = np.asarray(_plan(load.tolist(), target, movable, n), dtype=np.float64)
+    flow: F64 = np.asarray(_plan(load, target, movable, n), dtype=np.float64)
     go = np.flatnonzero(flow[code] > 0)  # only keys of groups the plan moves
     if go.size == 0:
         return choice

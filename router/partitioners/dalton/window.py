@@ -212,6 +212,11 @@ class SlidingState:
         self._head_pairs.append(flat)
 
     @property
+    def head_empty(self) -> bool:
+        """Whether no pair was routed in the current slide yet."""
+        return not self._head_pairs
+
+    @property
     def head_load(self) -> I64:
         """Load vector of the head block (the current slide)."""
         return self.loads[self.pos]
