@@ -139,6 +139,7 @@ class DaltonPartitioner(Partitioner):
         self.qtable = QTable(self.n, initial_q)
         # cooperative learning (see sync.py)
         self.sync_counts: I64 = np.zeros(_INITIAL_SLOTS, dtype=np.int64)
+        self._sync_pending: list[tuple[IntP, I64]] = []
         #: per slot: the key's hash combiner and its two distinct affinity candidates
         self.cand: npt.NDArray[np.int16] = np.zeros((_INITIAL_SLOTS, 3), dtype=np.int16)
         self.records_since_sync = 0
@@ -173,8 +174,17 @@ class DaltonPartitioner(Partitioner):
                 self.cand[new, 2] = np.where(c2 == c1, (c2 + 1) % self.n, c2) if self.n > 1 else c1
         return slots
 
+    def flush_sync_counts(self) -> None:
+        """Add the pending per-segment counts to ``sync_counts`` (before slots change owners, before a SYNC)."""
+        if self._sync_pending:
+            slots = np.concatenate([s for s, _ in self._sync_pending])
+            counts = np.concatenate([c for _, c in self._sync_pending])
+            self.sync_counts += np.bincount(slots, weights=counts, minlength=self.sync_counts.shape[0]).astype(np.int64)
+            self._sync_pending = []
+
     def _collect(self, protect: IntP) -> None:
         """Recycle the slots of keys no state refers to any more."""
+        self.flush_sync_counts()
         live = self.win.live() | self.stats.live()  # (sync counts of forgotten keys are dropped)
         live[protect] = True
         if self.qtable.rows:
@@ -186,6 +196,7 @@ class DaltonPartitioner(Partitioner):
             self.sync_counts[dead] = 0
 
     def _grow(self, capacity: int) -> None:
+        self.flush_sync_counts()
         self.slots.grow(capacity)
         self.win.grow(capacity)
         self.stats.grow(capacity)
@@ -240,7 +251,9 @@ class DaltonPartitioner(Partitioner):
     ) -> tuple[IntP, npt.NDArray[np.bool_]]:
         n = self.n
         freq = self.stats.observe(slots, ids, counts, inv.shape[0])
-        self.sync_counts[slots] += counts
+        self._sync_pending.append((slots, counts))  # added up lazily (flush_sync_counts)
+        if len(self._sync_pending) >= 32:
+            self.flush_sync_counts()
         self.records_since_sync += inv.shape[0]
         rows = self.qtable.rows
         for i in np.flatnonzero(freq >= self.stats.threshold()).tolist():

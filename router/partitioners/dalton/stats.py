@@ -49,6 +49,9 @@ class FrequencyStats:
         self.cur_distinct = 0
         self.counts: I64 = np.zeros(capacity, dtype=np.int64)
         self._seen: list[IntP] = []  # slots counted in the current window (to reset them)
+        #: the window's first segment, not yet written to ``counts`` (with one batch per statistics window,
+        #: the usual case, its frequencies are its counts and the per-key array is never touched)
+        self._first: tuple[IntP, I64] | None = None
         self.use_sketch = mode == "countmin"
         self.sketch: Any = self._new_sketch() if self.use_sketch else None
 
@@ -64,8 +67,16 @@ class FrequencyStats:
         if extra > 0:
             self.counts = np.concatenate([self.counts, np.zeros(extra, dtype=np.int64)])
 
+    def _flush(self) -> None:
+        if self._first is not None:
+            slots, counts = self._first
+            self.counts[slots] += counts
+            self._seen.append(slots)
+            self._first = None
+
     def live(self) -> npt.NDArray[np.bool_]:
         """Slots with a count in the current window."""
+        self._flush()
         return self.counts > 0
 
     # -- windows -------------------------------------------------------------------------------
@@ -80,6 +91,7 @@ class FrequencyStats:
         self.prev_load = self.cur_load if adjacent else 0
         self.prev_distinct = self.cur_distinct if adjacent else 0
         self.cur_load = self.cur_distinct = 0
+        self._first = None
         if self._seen:
             self.counts[np.concatenate(self._seen)] = 0
             self._seen = []
@@ -91,8 +103,14 @@ class FrequencyStats:
 
     def observe(self, slots: IntP, ids: U64, counts: I64, total: int | None = None) -> I64:
         """Count a segment's distinct keys (``counts`` tuples each, ``total`` in all); returns their frequencies."""
+        fresh = self.cur_load == 0
         self.cur_load += int(counts.sum()) if total is None else total
         if not self.use_sketch:
+            if fresh:  # the window's first segment: frequencies are the counts
+                self._first = (slots, counts)
+                self.cur_distinct += int(slots.shape[0])
+                return counts
+            self._flush()
             freq = self.counts[slots] + counts
             self.counts[slots] = freq
             self._seen.append(slots)
@@ -113,6 +131,7 @@ class FrequencyStats:
 
     # -- pickling (DataSketches objects do not pickle) ---------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
+        self._flush()
         state = dict(vars(self))
         if self.sketch is not None:
             state["sketch"] = bytes(self.sketch.serialize())

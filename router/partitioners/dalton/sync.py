@@ -63,6 +63,7 @@ PAYLOAD_VERSION = 1
 
 def make_payload(p: DaltonPartitioner) -> dict[str, Any]:
     """Build the SYNC body and reset the since-last-sync counters (see the module doc)."""
+    p.flush_sync_counts()
     counts = p.sync_counts
     seen = np.flatnonzero(counts > 0)
     ids = p.slots.ids[seen]
