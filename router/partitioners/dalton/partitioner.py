@@ -55,7 +55,8 @@ I64 = npt.NDArray[np.int64]
 TailRule = Literal["hash", "affinity"]
 #: Chosen by measurement (mean per-window max/mean, n=8, 1000-tuple windows; affinity vs hash tail):
 #: uniform 1.00 vs 1.13, Zipf 1.0 1.25 vs 1.77, Zipf 1.0 over 100k keys 1.29 vs 1.66, changing hot set
-#: 1.10 vs 1.28, zipf15 1.05 vs 1.15; replication equal (the tail is never split within a slide).
+#: 1.10 vs 1.22, zipf15 1.05 vs 1.06, flights (dest) 1.23 vs 1.63, words 1.07 vs 1.27; replication
+#: equal (a non-hot key is never split within a slide).
 DEFAULT_TAIL: TailRule = "affinity"
 _INITIAL_SLOTS = 1 << 14
 
