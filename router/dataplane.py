@@ -252,6 +252,8 @@ class RouteDataPlane:
                 if m.error() is not None:
                     log.warning("route %s: consumer error %s", self.route.route_name, m.error())
             msgs = [m for m in msgs if m.error() is None]
+            if not msgs:
+                return
         if self.stats.first_consumed is None:
             self.stats.first_consumed = time.monotonic()
             self.stats.first_cpu = time.process_time()

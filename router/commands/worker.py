@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 import urllib.parse
 import urllib.request
@@ -12,7 +13,9 @@ import typer
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from schemas.exceptions import ConfigError
 
@@ -71,7 +74,15 @@ def redact_url(url: str) -> str:
 
 def scrape(url: str, timeout: float = 3.0) -> dict[str, _RouteView]:
     """The skewroute metrics of one worker, per route."""
-    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - a URL the user gave
+    parts = urllib.parse.urlsplit(url)
+    headers = {}
+    if parts.username is not None:  # user:password@host -> basic auth header, credentials out of the URL
+        cred = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
+        netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    req = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - a URL the user gave
         text = resp.read().decode()
     views: dict[str, _RouteView] = {}
     for fam in text_string_to_metric_families(text):
@@ -92,18 +103,22 @@ def scrape(url: str, timeout: float = 3.0) -> dict[str, _RouteView]:
 
 
 def _tables(urls: list[str], prev: dict[tuple[str, str], tuple[float, float]]) -> Group:
-    tables = []
+    tables: list[Table | Text] = []
     now = time.monotonic()
     for url in urls:
         shown = redact_url(url)
         try:
             views = scrape(url)
         except OSError as exc:
-            tables.append(Table(title=f"{shown}: [red]unreachable ({getattr(exc, 'reason', exc)})[/]"))
+            tables.append(
+                Text.from_markup(f"{escape(shown)}: [red]unreachable ({escape(str(getattr(exc, 'reason', exc)))})[/]")
+            )
             continue
         instance = next((v.instance for v in views.values()), "?")
-        t = Table(title=f"{shown} — worker {instance} — {time.strftime('%H:%M:%S')}", title_justify="left")
-        for col in ("route [algo]", "parts", "in", "out", "DLQ", "in/s", "batch ms", "µs/t", "max/mean", "repl"):
+        t = Table(
+            title=f"{escape(shown)} — worker {escape(instance)} — {time.strftime('%H:%M:%S')}", title_justify="left"
+        )
+        for col in ("route (algo)", "parts", "in", "out", "DLQ", "in/s", "batch ms", "µs/t", "max/mean", "repl"):
             t.add_column(col, justify="left" if col.startswith("route") else "right")
         t.add_column("loads (last window)")
         for route, v in sorted(views.items()):
@@ -118,7 +133,7 @@ def _tables(urls: list[str], prev: dict[tuple[str, str], tuple[float, float]]) -
             top = max(loads) if loads else 0.0
             bars = "".join(" ▁▂▃▄▅▆▇█"[int(8 * x / top)] if top else " " for x in loads)
             t.add_row(
-                f"{route} [{v.partitioner}]",
+                escape(f"{route} ({v.partitioner})"),
                 f"{val('skewroute_assigned_partitions', 0):.0f}",
                 f"{tin:,.0f}",
                 f"{val('skewroute_tuples_out_total', 0):,.0f}",
