@@ -49,6 +49,10 @@ class PartitionerPort(Protocol):
         """``apply_global(message)``; ``dsync`` is the interval the routers use from now on."""
         ...
 
+    def refresh(self) -> None:
+        """Called on every tick, between batches (see :meth:`DirectPort.refresh`)."""
+        ...
+
 
 def forwarding_allowed(dsync: float, slide: float, comparable: bool = True) -> bool:
     """Key forwarding (Sec. 4.2) with several routers: only if a sync happens at least once per slide.
@@ -60,13 +64,17 @@ def forwarding_allowed(dsync: float, slide: float, comparable: bool = True) -> b
 
 
 class DirectPort:
-    """A partitioner in the caller's thread (benchmarks, tests).
+    """A partitioner in the caller's thread (benchmarks, tests); the data plane wraps one too.
 
     ``slide_comparable``: whether DSYNC and the partitioner's slide share a unit (key-forwarding policy).
-    ``clock``: the stream time of the next tuple, when the caller knows it (the benchmark does). The
-    partitioner's windows are advanced to it before a GLOBAL is applied, so an answer that arrives at a
-    statistics-window boundary sets ``L = GL`` for the window that starts there (Alg. 2 line 18 with
-    STATS_WIN = DSYNC); otherwise the partitioner's next window change would replace GL by its local load.
+    ``clock``: the stream time of the router's next tuple, when the caller knows it (the benchmark does).
+
+    The global load: Alg. 2 line 18 sets ``L = GL`` until the next answer, and the paper maps the
+    statistics window to DSYNC. The partitioner's ``apply_global`` sets ``L = GL`` but its next
+    statistics-window change replaces it by the router's own load, after which locally frequent but
+    globally cold keys become hot again (and are split until the reducer expires them). :meth:`refresh`,
+    called between batches, puts GL back after every window change (with ``clock``, exactly at the
+    change: the partitioner's windows are advanced to the next tuple's time first).
     """
 
     def __init__(
@@ -76,17 +84,36 @@ class DirectPort:
         self.forwarding = bool(getattr(partitioner, "key_forwarding", False))  # as configured
         self.slide_comparable = slide_comparable
         self.clock = clock
+        self.global_load: int | None = None
+        self._gl_window = -1
 
     def payload(self) -> dict[str, Any] | None:
         """``sync_payload()``."""
         return dict(self.partitioner.sync_payload())
 
-    def apply(self, message: dict[str, Any], dsync: float) -> None:
-        """``apply_global(message)`` and the key-forwarding policy for the new DSYNC."""
+    def _advance(self) -> None:
         p = self.partitioner
         if self.clock is not None and hasattr(p, "_advance"):
             p._advance(float(self.clock()))  # time only moves forward: the next batch starts here anyway
+
+    def refresh(self) -> None:
+        """Between batches: keep ``L = GL`` in a new statistics window (see the class doc)."""
+        if self.global_load is None:
+            return
+        self._advance()
+        stats = self.partitioner.stats
+        if stats.index != self._gl_window:
+            stats.prev_load = self.global_load
+            self._gl_window = stats.index
+
+    def apply(self, message: dict[str, Any], dsync: float) -> None:
+        """``apply_global(message)`` and the key-forwarding policy for the new DSYNC."""
+        p = self.partitioner
+        self._advance()
         p.apply_global(message)
+        if message.get("global_load"):
+            self.global_load = int(message["global_load"])
+            self._gl_window = p.stats.index
         allowed = self.forwarding and forwarding_allowed(dsync, float(p.slide), self.slide_comparable)
         if p.key_forwarding and not allowed:
             p._forward = np.zeros(0, dtype=bool)  # the partitioner keeps the last batch's flags when off

@@ -60,6 +60,7 @@ class NodeStats:
     dsync: list[tuple[float, float]] = field(default_factory=list)  # (time, DSYNC) on every change
     leaders: list[tuple[float, str | None]] = field(default_factory=list)  # (time, reducer) on every change
     latencies: list[float] = field(default_factory=list)  # SYNC -> GLOBAL applied
+    hot_seen: set[str] = field(default_factory=set)  # every key a GLOBAL marked globally hot
 
 
 class SyncNode:
@@ -121,6 +122,7 @@ class SyncNode:
             return []
         out: list[ControlOut] = []
         self.membership.timeout = self._timeout()
+        self.port.refresh()
         if self.client.due(now):
             payload = self.port.payload()
             if payload is None:
@@ -196,6 +198,7 @@ class SyncNode:
                 else:
                     self.last_global = msg
                     self.stats.globals_applied += 1
+                    self.stats.hot_seen.update(msg.hot_keys)
                     if self.client.last_latency is not None:
                         self.stats.latencies.append(self.client.last_latency)
                     if self.stats.dsync[-1][1] != self.client.dsync:

@@ -168,6 +168,9 @@ class FakePort:
         self.awaiting = False
         self.applied.append(message)
 
+    def refresh(self) -> None:
+        pass
+
 
 def fake_bus(
     p: int,

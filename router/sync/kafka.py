@@ -1,0 +1,194 @@
+"""The Kafka transport: SYNC and GLOBAL on one control-topic partition, a broadcast reader per worker.
+
+Every worker has one producer and one *broadcast reader*: a consumer that ``assign()``s partition 0 of
+the control topic (no group membership, so no join delay and no rebalance when workers come and go) and
+reads every message, its own included, in the topic's order. The messages go to the worker's
+:class:`~router.sync.node.SyncNode` of their route; a node returns what to publish.
+
+Start-up: the reader starts ``history_ms`` before now (by timestamp; from the beginning when the broker
+cannot say), so a new worker learns the live members, the round number and the hot-key validity from
+recent messages, while stale rounds are skipped (nodes ignore SYNCs older than the liveness timeout and
+never apply GLOBALs sent before they started). The partition's end offset is never used to decide that
+the reader is caught up (Tansu reports the start of the last batch + 1).
+
+:meth:`KafkaSyncTransport.pump` does one step (read what is there, tick, publish) and is what tests
+drive; :meth:`KafkaSyncTransport.start` runs it on a thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+
+from connectors.kafka import make_consumer, make_producer
+from router.sync.node import ControlOut, SyncNode
+from schemas.control import encode_control
+from schemas.settings import KafkaSettings
+
+__all__ = ["KafkaSyncTransport", "wall_ms"]
+
+log = logging.getLogger("router.sync.kafka")
+_READER: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": False,
+    "fetch.wait.max.ms": 10,
+    "fetch.min.bytes": 1,
+}
+_WRITER: dict[str, Any] = {"linger.ms": 1, "enable.idempotence": False, "acks": 1}
+
+
+def wall_ms() -> float:
+    """Wall-clock milliseconds (the protocol clock of the Kafka transport)."""
+    return time.time() * 1000.0
+
+
+class KafkaSyncTransport:
+    """A worker's producer and broadcast reader of ``topic`` for its sync ``nodes`` (one per Dalton route).
+
+    ``clock`` is the protocol clock (milliseconds; injectable for tests). Counters: ``sent`` / ``received``
+    messages and bytes per message type.
+    """
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        topic: str,
+        nodes: Sequence[SyncNode],
+        *,
+        clock: Callable[[], float] = wall_ms,
+        history_ms: float = 30_000,
+        poll_s: float = 0.02,
+    ) -> None:
+        self.kafka, self.topic = kafka, topic
+        self.nodes: dict[str, SyncNode] = {}
+        for node in nodes:
+            self.nodes[node.config.route] = node
+        self.clock = clock
+        self.history_ms = history_ms
+        self.poll_s = poll_s
+        self.sent: Counter[str] = Counter()
+        self.sent_bytes: Counter[str] = Counter()
+        self.received: Counter[str] = Counter()
+        self.received_bytes = 0
+        self.errors = 0
+        self._producer: Any = None
+        self._reader: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.failed: BaseException | None = None
+
+    # -- clients ---------------------------------------------------------------------------------
+    def open(self) -> KafkaSyncTransport:
+        """Create the producer and the broadcast reader (assigned, not subscribed)."""
+        self._producer = make_producer(self.kafka, **_WRITER)
+        group = f"skewroute-sync-reader-{uuid.uuid4().hex[:12]}"  # never joined: assign() only
+        self._reader = make_consumer(self.kafka, group, **_READER)
+        self._reader.assign([TopicPartition(self.topic, 0, self._start_offset())])
+        return self
+
+    def _start_offset(self) -> int:
+        since = int(wall_ms() - self.history_ms)
+        try:
+            got = self._reader.offsets_for_times([TopicPartition(self.topic, 0, since)], timeout=5)
+            off = int(got[0].offset) if got and got[0].error is None else -1
+        except KafkaException as exc:
+            log.info("control topic %s: no offset by time (%s); reading from the beginning", self.topic, exc)
+            return int(OFFSET_BEGINNING)
+        return off if off >= 0 else int(OFFSET_BEGINNING)
+
+    def close(self) -> None:
+        """Flush what is pending and close both clients."""
+        if self._producer is not None:
+            self._producer.flush(5)
+        if self._reader is not None:
+            self._reader.close()
+        self._producer = self._reader = None
+
+    # -- one step ----------------------------------------------------------------------------------
+    def publish(self, msgs: Sequence[ControlOut]) -> None:
+        """Produce control messages to partition 0 (key: the route)."""
+        for msg in msgs:
+            raw = encode_control(msg)
+            self._producer.produce(self.topic, raw, msg.route.encode(), partition=0)
+            self.sent[msg.type] += 1
+            self.sent_bytes[msg.type] += len(raw)
+        self._producer.poll(0)
+
+    def pump(self, timeout: float = 0.0, max_messages: int = 500) -> int:
+        """Read the messages available within ``timeout`` s, deliver them, tick every node, publish.
+
+        Returns the number of messages read.
+        """
+        out: list[ControlOut] = []
+        msgs = self._reader.consume(max_messages, timeout)
+        now = self.clock()
+        for m in msgs:
+            if m.error() is not None:
+                self.errors += 1
+                log.warning("control topic %s: %s", self.topic, m.error())
+                continue
+            raw = m.value()
+            self.received_bytes += len(raw or b"")
+            node = self.nodes.get((m.key() or b"").decode("utf-8", "replace"))
+            if node is None:
+                node = next(iter(self.nodes.values()), None)
+                if node is None or not _foreign(raw, node.config.deployment):
+                    continue  # another route of this deployment
+                # not ours (or garbage): the node logs and ignores it
+            self.received["all"] += 1
+            out.extend(node.receive_raw(raw, now))
+        for node in self.nodes.values():
+            out.extend(node.tick(now))
+        if out:
+            self.publish(out)
+        else:
+            self._producer.poll(0)
+        return len(msgs)
+
+    # -- on a thread ---------------------------------------------------------------------------------
+    def start(self) -> KafkaSyncTransport:
+        """Open the clients (if needed) and pump on a daemon thread until :meth:`stop`."""
+        if self._reader is None:
+            self.open()
+        self._thread = threading.Thread(target=self._loop, name=f"dalton-sync-{self.topic}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.pump(self.poll_s)
+        except BaseException as exc:  # reported; routing goes on without sync (hash + local learning)
+            self.failed = exc
+            log.exception("dalton sync transport on %s failed", self.topic)
+
+    def stop(self, *, leave: bool = True, timeout: float = 10.0) -> None:
+        """Stop pumping; with ``leave`` every node says so (nobody waits for it); close the clients."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._producer is None:
+            return
+        if leave:
+            now = self.clock()
+            for node in self.nodes.values():
+                self.publish(node.leave(now))
+        self.close()
+
+
+def _foreign(raw: bytes | None, deployment: str) -> bool:
+    """Whether a message for no local route is not simply another route's of ``deployment``."""
+    try:
+        data = orjson.loads(raw or b"")
+    except orjson.JSONDecodeError:
+        return True
+    return not isinstance(data, dict) or data.get("deployment") != deployment
