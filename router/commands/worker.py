@@ -44,6 +44,15 @@ def router(config: Path | None = ConfigOpt, web_port: int | None = WebPortOpt, l
     if not settings.routes:
         console.print("[red]no routes configured[/] (settings: routes: [{raw_topic: ...}])")
         raise typer.Exit(2)
+    from router.dataplane import make_partitioner
+    from schemas.exceptions import SkewrouteError
+
+    for route in settings.routes:  # fail before starting anything if a partitioner cannot be built
+        try:
+            make_partitioner(route)
+        except SkewrouteError as exc:
+            console.print(f"[red]route {escape(route.route_name)}: {escape(str(exc))}[/]")
+            raise typer.Exit(2) from None
     console.print(
         f"router [bold]{settings.router.app_id}[/]: {len(settings.routes)} route(s) "
         f"({', '.join(f'{r.raw_topic} -> {r.combiner_topic_name} [{r.partitioner.name}]' for r in settings.routes)}); "
