@@ -1,9 +1,80 @@
-"""CLI: placeholder, filled in by the issue that owns it."""
+"""CLI: ``skewroute spark-job`` (run a route's Spark consumer locally) and ``skewroute spark-bench``.
+
+Examples::
+
+    skewroute spark-job --config skewroute.yaml --route clicks            # until Ctrl-C
+    skewroute spark-job --config skewroute.yaml --available-now           # what is there, then stop
+    skewroute spark-bench --tuples 1000000 --batch 250000 -p hash,pkg,cam,dalton
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from schemas.exceptions import SkewrouteError
+
+__all__ = ["register"]
+
+console = Console(width=160)
+
+
+def spark_job(
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML/TOML settings (default $SKEWROUTE_CONFIG)"),
+    route: str | None = typer.Option(None, "--route", "-r", help="route name (default: the first route)"),
+    once: bool = typer.Option(False, "--once", "--available-now", help="process what is available, then stop"),
+    timeout: float | None = typer.Option(None, "--timeout", help="stop after this many seconds"),
+) -> None:
+    """Run the Spark consumer job of a route (master from spark.master, local[2] by default)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from schemas.settings import SkewrouteSettings
+    from spark_consumers.job import run_job
+
+    try:
+        settings = SkewrouteSettings.load(config)
+        stats = run_job(settings, route, available_now=once, timeout=timeout)
+    except SkewrouteError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    table = Table("batch", "records", "ms", "straggler", "partials", "dropped late")
+    for s in stats:
+        ratio = "-" if s.straggler_ratio is None else f"{s.straggler_ratio:.2f}"
+        table.add_row(
+            str(s.batch_id), str(s.input_rows), str(s.batch_ms), ratio, str(s.shuffled_partials),
+            str(s.rows_dropped_by_watermark),
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"{sum(s.input_rows for s in stats)} records in {len(stats)} micro-batches")
+
+
+def spark_bench(
+    partitioners: str = typer.Option("hash,pkg,cam,dalton", "-p", "--partitioners", help="comma-separated names"),
+    tuples: int = typer.Option(1_000_000, "--tuples", help="routed records per algorithm"),
+    batch: int = typer.Option(250_000, "--batch", help="records per micro-batch"),
+    combiners: int = typer.Option(8, "-n", "--combiners"),
+    keys: int = typer.Option(10_000, "--keys"),
+    zipf: float = typer.Option(1.5, "-s", "--zipf"),
+    sink: str = typer.Option("kafka", "--sink", help="kafka or noop"),
+    report: Path = typer.Option(Path("reports/spark-bench.md"), "--report"),
+) -> None:
+    """Benchmark the Spark job per routing algorithm (records/s, straggler ratio, shuffled partials)."""
+    from spark_consumers.bench import main
+
+    main(
+        [
+            "-p", partitioners, "--tuples", str(tuples), "--batch", str(batch), "-n", str(combiners),
+            "--keys", str(keys), "-s", str(zipf), "--sink", sink, "--report", str(report),
+        ]
+    )  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to app."""
+    """Add ``spark-job`` and ``spark-bench`` to the CLI."""
+    app.command("spark-job")(spark_job)
+    app.command("spark-bench")(spark_bench)
