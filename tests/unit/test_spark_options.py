@@ -1,0 +1,52 @@
+"""Options of the Spark sources: Kafka settings pass through, secrets never show in a repr."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from connectors.spark_source import KafkaStreamReader, _Config, kafka_options
+from schemas.settings import KafkaSettings
+from spark_consumers.job import java_kafka_options
+
+SECURE = KafkaSettings(
+    bootstrap_servers="b1:9093,b2:9093",
+    security_protocol="SASL_SSL",
+    sasl_mechanism="SCRAM-SHA-512",
+    sasl_username="alice",
+    sasl_password="s3cr3t",  # type: ignore[arg-type]
+    ssl_ca_location="/etc/ca.pem",
+)
+
+
+def test_python_source_options_carry_security_but_repr_hides_secrets() -> None:
+    opts = {**kafka_options(SECURE), "subscribe": "a,b", "maxOffsetsPerTrigger": "500"}
+    assert opts["kafka.sasl.password"] == "s3cr3t" and opts["kafka.security.protocol"] == "SASL_SSL"
+    cfg = _Config.from_options(opts)
+    assert cfg.topics == ("a", "b") and cfg.max_records == 500
+    assert dict(cfg.conf)["sasl.password"] == "s3cr3t"
+    assert "s3cr3t" not in repr(cfg) and "***" in repr(cfg)
+
+
+def test_reader_pickles_without_a_client() -> None:
+    reader = KafkaStreamReader(_Config.from_options({"kafka.bootstrap.servers": "x:1", "subscribe": "t"}))
+    clone = pickle.loads(pickle.dumps(reader))
+    assert clone._client is None and clone.cfg == reader.cfg
+
+
+@pytest.mark.parametrize("missing", ["subscribe", "kafka.bootstrap.servers"])
+def test_required_options(missing: str) -> None:
+    opts = {"kafka.bootstrap.servers": "x:1", "subscribe": "t"}
+    del opts[missing]
+    with pytest.raises(ValueError, match=missing.split(".")[-1]):
+        _Config.from_options(opts)
+
+
+def test_builtin_kafka_source_options() -> None:
+    opts = java_kafka_options(SECURE)
+    assert opts["kafka.bootstrap.servers"] == "b1:9093,b2:9093"
+    assert (
+        "ScramLoginModule" in opts["kafka.sasl.jaas.config"] and 'password="s3cr3t"' in opts["kafka.sasl.jaas.config"]
+    )
+    assert opts["kafka.ssl.truststore.type"] == "PEM"
