@@ -92,7 +92,7 @@ class FISHSettings(_Base):
 
 
 class DaltonSettings(_Base):
-    """Dalton: contextual-bandit routing of hot keys, hashing (or affinity) for the tail."""
+    """Dalton: contextual-bandit routing of hot keys, two-choice affinity (or hash) for the tail."""
 
     name: Literal["dalton"] = "dalton"
     epsilon: float = Field(0.1, ge=0, le=1, description="exploration probability")
@@ -100,12 +100,25 @@ class DaltonSettings(_Base):
     p1: float = Field(0.5, ge=0, le=1, description="reward weight of the load imbalance term")
     p2: float = Field(0.5, ge=0, le=1, description="reward weight of the fragmentation term")
     initial_q: float = Field(-2.0, description="initial Q value (below any reward)")
-    statistics: Literal["exact", "countmin", "hybrid"] = Field("exact", description="hot-key frequency statistics")
+    statistics: Literal["exact", "countmin", "hybrid"] = Field(
+        "exact", description="hot-key frequency statistics: hashmap, count-min sketch, or chosen per window"
+    )
+    exact_limit: int = Field(1 << 16, ge=1, description="hybrid statistics: distinct keys before the sketch")
+    stats_window: float | None = Field(None, gt=0, description="statistics window (default: one slide)")
     max_split: int | None = Field(None, ge=1, description="most combiners one key may use (default n)")
     tail: Literal["hash", "affinity"] | None = Field(
-        None, description="routing of non-hot keys: hash (paper) or two-choice affinity (default: measured best)"
+        None, description="non-hot keys: hash (paper) or two-choice affinity (default, measured better)"
     )
-    key_forwarding: bool = Field(False, description="forward tuples of a key to its last combiner (Sec. 4.2)")
+    micro_batch: bool = Field(
+        True, description="count fragmentation and load per slide (= the Spark trigger) instead of per window"
+    )
+    quantum: int | None = Field(None, ge=1, description="tuples per bandit decision (default: batch-derived)")
+    update: Literal["all", "chosen"] = Field(
+        "all", description="Q update: every action toward its modelled reward (default) or the chosen one (paper)"
+    )
+    key_forwarding: bool = Field(
+        False, description="mark tuples of keys held by one combiner for forwarding (Sec. 4.2; single router)"
+    )
     hash_seed: int = Field(13, description="seed of the hash combiner")
 
 
