@@ -83,9 +83,7 @@ def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
 
 
 def test_secrets_never_shown() -> None:
-    k = KafkaSettings(
-        security_protocol="SASL_SSL", sasl_mechanism="PLAIN", sasl_username="u", sasl_password="hunter2"
-    )
+    k = KafkaSettings(security_protocol="SASL_SSL", sasl_mechanism="PLAIN", sasl_username="u", sasl_password="hunter2")
     assert k.librdkafka()["sasl.password"] == "hunter2"
     assert "hunter2" not in str(k) and "hunter2" not in repr(k)
     assert k.redacted()["sasl.password"] == "***"
@@ -99,3 +97,36 @@ def test_producer_overrides_rendered() -> None:
     assert k.librdkafka("producer")["linger.ms"] == 20
     assert "linger.ms" not in k.librdkafka("consumer")
     assert k.librdkafka("consumer")["fetch.min.bytes"] == 5
+
+
+@pytest.mark.parametrize("name", ["hash", "shuffle", "pkg", "cm", "am", "cam", "lm", "fish", "dalton", "prompt"])
+def test_every_partitioner_settings_builds_its_partitioner(name: str) -> None:
+    from router.partitioners import create
+
+    s = SkewrouteSettings.load(routes=[{"raw_topic": "t", "partitioner": {"name": name}}])
+    part_settings = s.routes[0].partitioner
+    part = create(name, 4, **part_settings.params())
+    ids = part.assign([b"x", b"y", b"x"])
+    assert ids.shape == (3,) and ids.min() >= 0 and ids.max() < 4
+    for key, value in part_settings.params().items():  # the settings reach the instance unchanged
+        assert part.params()[key] == value, key
+
+
+def test_custom_partitioner_settings() -> None:
+    from router.partitioners import create, register
+    from router.partitioners.simple import HashPartitioner
+
+    class Mine(HashPartitioner):
+        name = "mine-settings-test"
+
+    register("mine-settings-test", Mine, replace=True)
+    s = SkewrouteSettings.load(
+        routes=[
+            {
+                "raw_topic": "t",
+                "partitioner": {"name": "custom", "plugin": "mine-settings-test", "options": {"hash_seed": 5}},
+            }
+        ]
+    )
+    p = s.routes[0].partitioner
+    assert create(p.plugin, 4, **p.params()).hash_seed == 5  # type: ignore[union-attr]
