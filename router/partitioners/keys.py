@@ -127,6 +127,16 @@ class KeyCodec:
         kid = mmh3.hash64(b, KEY_ID_SEED, signed=False)[0]
         return kid, tuple(mmh3.hash(b, s, signed=False) for s in self.seeds)
 
+    def _compute_many(self, keys: list[Any]) -> tuple[U64, U32]:
+        """Ids and hashes of many keys at once (one list comprehension per hash, bulk array fills)."""
+        raw = [key_bytes(k) for k in keys]
+        hash64, hash32 = mmh3.hash64, mmh3.hash
+        ids = np.fromiter((hash64(b, KEY_ID_SEED, signed=False)[0] for b in raw), np.uint64, len(raw))
+        hashes = np.empty((len(raw), self.n_hashes), dtype=np.uint32)
+        for j, seed in enumerate(self.seeds):
+            hashes[:, j] = np.fromiter((hash32(b, seed, signed=False) for b in raw), np.uint32, len(raw))
+        return ids, hashes
+
     def _lookup(self, keys: Sequence[Any]) -> tuple[U64, U32]:
         cache = self._cache
         if len(cache) > MAX_CACHE:
@@ -150,11 +160,9 @@ class KeyCodec:
             self._dense_h = np.concatenate([self._dense_h, np.zeros((grow, self.n_hashes), np.uint32)])
             self._dense_known = np.concatenate([self._dense_known, np.zeros(grow, bool)])
         missing = uniq[~self._dense_known[uniq]]
-        for k in missing.tolist():
-            kid, hs = self._compute(k)
-            self._dense_ids[k] = kid
-            self._dense_h[k] = hs
-        self._dense_known[missing] = True
+        if missing.size:
+            self._dense_ids[missing], self._dense_h[missing] = self._compute_many(missing.tolist())
+            self._dense_known[missing] = True
         return self._dense_ids[uniq], self._dense_h[uniq]
 
     def encode(self, keys: Keys) -> KeyBatch:
