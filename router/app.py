@@ -32,6 +32,7 @@ from mode import Service
 from connectors.admin import ensure_route_topics
 from router.dataplane import RouteDataPlane
 from router.observability import CONTENT_TYPE_LATEST, RouterMetrics, setup_logging
+from router.sync.service import attach_sync
 from schemas.settings import KafkaSettings, SkewrouteSettings
 
 __all__ = ["DataPlaneService", "RouterRuntime", "create_app"]
@@ -158,6 +159,7 @@ def create_app(
             super().__init__(runtime, **kwargs)
 
     app.service(RouterDataPlane)
+    attach_sync(app, runtime)  # cooperative Dalton: one sync node per Dalton route (router.sync)
 
     @app.page("/metrics")
     async def metrics(web: Any, request: Any) -> Any:

@@ -181,7 +181,7 @@ class KafkaSyncTransport:
         if leave:
             now = self.clock()
             for node in self.nodes.values():
-                self.publish(node.leave(now))
+                self.publish(node.leave(now, with_payload=False))
         self.close()
 
 

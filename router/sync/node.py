@@ -205,10 +205,13 @@ class SyncNode:
                         self.stats.dsync.append((now, self.client.dsync))
         return self._reduce(now)
 
-    def leave(self, now: float) -> list[ControlOut]:
-        """Clean shutdown: a last SYNC with ``leaving`` (nobody waits for this node any more)."""
+    def leave(self, now: float, *, with_payload: bool = True) -> list[ControlOut]:
+        """Clean shutdown: a last SYNC with ``leaving`` (nobody waits for this node any more).
+
+        ``with_payload=False`` sends it without asking the partitioner (its data plane may be gone).
+        """
         out: list[ControlOut] = []
-        payload = self.port.payload()
+        payload = self.port.payload() if with_payload else None
         out.append(self.client.build_sync(payload or {}, now, leaving=True))
         self.membership.self_leaving = True
         self.stopped = True

@@ -1,0 +1,146 @@
+"""Cooperative Dalton inside a router worker: one sync node per Dalton route, one Kafka transport.
+
+:func:`start_sync` does the work (usable without Faust): for every data plane whose partitioner is
+Dalton it creates a :class:`~router.sync.node.SyncNode` whose port reaches the partitioner only through
+``RouteDataPlane.submit`` (so the partitioner is touched on the data-plane thread, between batches), makes
+sure the control topic exists (one partition), and starts a :class:`~router.sync.kafka.KafkaSyncTransport`
+thread. :func:`attach_sync` adds a mode Service doing that to the Faust app once the data planes exist,
+and on shutdown sends each route's ``leaving`` SYNC so the other workers do not wait for this one.
+
+Routing never waits for the sync: if the partitioner cannot be reached within ``timeout_s`` a sync is
+skipped, and if the transport fails, the routers keep routing (hash + local learning).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from mode import Service
+
+from connectors.admin import TopicSpec, ensure_topics
+from connectors.kafka import make_admin
+from router.sync.client import DirectPort
+from router.sync.kafka import KafkaSyncTransport
+from router.sync.node import NodeConfig, SyncNode
+from router.sync.reducer import DsyncPolicy
+from schemas.settings import KafkaSettings, RouterSettings
+
+__all__ = ["PlanePort", "attach_sync", "start_sync"]
+
+log = logging.getLogger("router.sync")
+#: A member is dead after max(LIVENESS_FLOOR_MS, 3 * DSYNC) without a SYNC.
+LIVENESS_FLOOR_MS = 2_000
+
+
+class PlanePort:
+    """Reaches a data plane's partitioner on the plane's thread (``RouteDataPlane.submit``)."""
+
+    def __init__(self, plane: Any, timeout_s: float = 5.0) -> None:
+        self.plane = plane
+        self.timeout_s = timeout_s
+        comparable = getattr(plane.route.window, "kind", "time") == "time"  # event ms vs DSYNC ms
+        self.direct = DirectPort(plane.partitioner, slide_comparable=comparable)
+        self._refresh: concurrent.futures.Future[Any] | None = None
+
+    def payload(self) -> dict[str, Any] | None:
+        """``sync_payload()`` on the data-plane thread; ``None`` if it does not answer in time."""
+        fut = self.plane.submit(self.direct.payload)
+        try:
+            return dict(fut.result(self.timeout_s))
+        except concurrent.futures.TimeoutError:
+            fut.cancel()  # not started: the partitioner stays in its state
+            return None
+
+    def apply(self, message: dict[str, Any], dsync: float) -> None:
+        """``apply_global`` on the data-plane thread (queued; the transport does not wait)."""
+        self.plane.submit(lambda: self.direct.apply(message, dsync)).add_done_callback(_log_failure)
+
+    def refresh(self) -> None:
+        """Keep ``L = GL`` across statistics windows (one call queued at a time)."""
+        if self._refresh is None or self._refresh.done():
+            self._refresh = self.plane.submit(self.direct.refresh)
+
+
+def _log_failure(fut: concurrent.futures.Future[Any]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.warning("applying a GLOBAL message failed: %s", fut.exception())
+
+
+def _is_dalton(plane: Any) -> bool:
+    return hasattr(plane.partitioner, "sync_payload") and hasattr(plane.partitioner, "apply_global")
+
+
+def start_sync(
+    kafka: KafkaSettings, router: RouterSettings, instance: str, planes: Mapping[str, Any]
+) -> KafkaSyncTransport | None:
+    """Start syncing every Dalton route of ``planes`` (``None`` when there is none)."""
+    nodes = []
+    start = time.time() * 1000
+    for name, plane in planes.items():
+        if not _is_dalton(plane):
+            continue
+        node = SyncNode(
+            PlanePort(plane),
+            NodeConfig(
+                deployment=router.app_id,
+                route=name,
+                instance=instance,
+                combiners=int(plane.partitioner.n),
+                dsync=router.dsync_ms,
+                policy=DsyncPolicy.around(router.dsync_ms),
+                liveness_floor=LIVENESS_FLOOR_MS,
+                stale_before=start,
+                measure_compute=True,
+            ),
+        )
+        plane.sync = node
+        nodes.append(node)
+    if not nodes:
+        return None
+    ensure_topics(make_admin(kafka), [TopicSpec(router.control_topic, 1)])
+    log.info("dalton sync: routes %s on %s as %s", [n.config.route for n in nodes], router.control_topic, instance)
+    return KafkaSyncTransport(kafka, router.control_topic, nodes).start()
+
+
+class DaltonSyncService(Service):
+    """Starts :func:`start_sync` once the worker's data planes exist; leaves cleanly on stop."""
+
+    def __init__(self, runtime: Any, **kwargs: Any) -> None:
+        self.runtime = runtime
+        self.transport: KafkaSyncTransport | None = None
+        super().__init__(**kwargs)
+
+    async def on_start(self) -> None:
+        """Attach in the background (the data planes are created by another service)."""
+        self.add_future(self._attach())
+
+    async def _attach(self) -> None:
+        rt = self.runtime
+        wanted = {r.route_name for r in rt.settings.routes}
+        while not self.should_stop and not wanted <= set(rt.planes):
+            await asyncio.sleep(0.1)
+        if self.should_stop:
+            return
+        loop = asyncio.get_running_loop()
+        s = rt.settings
+        self.transport = await loop.run_in_executor(None, start_sync, s.kafka, s.router, rt.instance_id, rt.planes)
+
+    async def on_stop(self) -> None:
+        """Send the ``leaving`` SYNCs and close the transport."""
+        if self.transport is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.transport.stop)
+
+
+def attach_sync(app: Any, runtime: Any) -> None:
+    """Add the Dalton sync service to a router worker's Faust app."""
+
+    class RouterDaltonSync(DaltonSyncService):  # Faust instantiates services itself, with loop/beacon only
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(runtime, **kwargs)
+
+    app.service(RouterDaltonSync)
