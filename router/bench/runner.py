@@ -42,6 +42,8 @@ class BenchSpec:
     metric_window: float | None = None  # default: one slide (tumbling)
     seed: int = 1
     tuples: int | None = None
+    sync: str = "merge"  # "merge" (snapshot/merge every dsync), "protocol" (router.sync SYNC/GLOBAL), "never"
+    reducer_delay: float = 0.0  # sync="protocol": artificial reducer processing time (stream time units)
 
     def labels(self) -> tuple[str, ...]:
         """The partitioner labels to run (all registered ones when none are given)."""
@@ -61,6 +63,7 @@ class PartitionerRun:
     sync_seconds: float = 0.0
     windows: WindowMetrics | None = None
     summary: dict[str, float] = field(default_factory=dict)
+    sync_stats: dict[str, Any] = field(default_factory=dict)  # sync="protocol": control traffic, rounds
 
     @property
     def ok(self) -> bool:
@@ -135,6 +138,8 @@ class _Lane:
             ]
         except Exception as exc:  # noqa: BLE001 - any failure is reported as "n/a" with the reason
             self.fail(exc)
+        self.mode = spec.sync
+        self.bus = _sync_bus(self.routers, spec)
 
     def fail(self, exc: BaseException) -> None:
         text = " ".join(line.strip() for line in f"{type(exc).__name__}: {exc}".splitlines())
@@ -158,9 +163,13 @@ class _Lane:
             self.fail(exc)
             return
         self.parts.append(out)
+        if self.bus is not None:  # the protocol syncs on its own DSYNC grid, between batches
+            t0 = time.perf_counter()
+            self.bus.tick(float(times[-1]) + 1)
+            self.run.sync_seconds += time.perf_counter() - t0
 
     def sync(self) -> None:
-        if self.run.error or len(self.routers) < 2 or not _has_merge(self.routers[0]):
+        if self.mode != "merge" or self.run.error or len(self.routers) < 2 or not _has_merge(self.routers[0]):
             return
         t0 = time.perf_counter()
         try:
@@ -168,6 +177,17 @@ class _Lane:
         except Exception as exc:  # noqa: BLE001
             self.fail(exc)
         self.run.sync_seconds += time.perf_counter() - t0
+
+
+def _sync_bus(routers: Sequence[Partitioner], spec: BenchSpec) -> Any:
+    """Dalton routers with ``sync="protocol"``: router.sync's in-process transport (no broker)."""
+    if spec.sync not in ("merge", "protocol", "never"):
+        raise ValueError(f"sync must be merge, protocol or never, got {spec.sync!r}")
+    if spec.sync != "protocol" or not routers or not hasattr(routers[0], "sync_payload"):
+        return None
+    from router.sync.inprocess import SyncOptions, make_bus
+
+    return make_bus(routers, SyncOptions(dsync=spec.dsync, reducer_delay=spec.reducer_delay))
 
 
 def _codes(keys: list[np.ndarray]) -> tuple[np.ndarray, I64]:
@@ -228,4 +248,6 @@ def run_bench(
             lane.run.windows = window_metrics(all_keys, lane.run.assignment, widx, mw, spec.n, spec.m, spec.c)
             lane.run.summary = summarise(lane.run.windows)
             lane.run.summary["tuples_per_s"] = fed / lane.run.seconds if lane.run.seconds > 0 else 0.0
+            if lane.bus is not None:
+                lane.run.sync_stats = lane.bus.summary()
     return result

@@ -311,3 +311,22 @@ def test_dalton_routers_agree_on_global_hot_keys_and_rows() -> None:
         for k, row in g.q_table.items():
             assert p.qtable.rows[int(k)].q == pytest.approx(row)  # applied at the round, nothing buffered since
     assert bus.summary()["rounds"] == g.round + 1
+
+
+# -- the benchmark's sync path ------------------------------------------------------------------------------
+def test_bench_runs_the_protocol_in_process() -> None:
+    from connectors.workloads import make_workload
+    from router.bench import BenchSpec, run_bench
+
+    wl = make_workload("multi:kinds=uniform+zipf+zipf,s=1.5,keys=2000,tuples=30000,batch=500")
+    runs = {}
+    for mode in ("protocol", "never", "merge"):
+        spec = BenchSpec(partitioners=("dalton:tail=hash",), routers=3, dsync=1000, sync=mode, n=8)
+        runs[mode] = run_bench(wl, spec).run("dalton:tail=hash")
+    proto = runs["protocol"]
+    assert proto.ok and proto.sync_stats["rounds"] >= 25 and proto.sync_stats["messages"]["sync"] >= 75
+    assert runs["never"].sync_stats == {} and runs["never"].sync_seconds == 0.0
+    assert runs["merge"].sync_stats == {} and runs["merge"].sync_seconds > 0
+    assert proto.summary["replication_mean"] < runs["never"].summary["replication_mean"]
+    with pytest.raises(ValueError):
+        run_bench(wl, BenchSpec(partitioners=("dalton",), routers=2, sync="sometimes"))
