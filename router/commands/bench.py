@@ -81,6 +81,8 @@ DsyncOpt = typer.Option(10_000, help="tuples between in-process syncs of partiti
 COpt = typer.Option(1.0, "-c", help="cost of merging one partial aggregate relative to one tuple")
 MetricOpt = typer.Option(None, help="metric window (default: one slide, tumbling)")
 SeedOpt = typer.Option(1, help="partitioner seed (router r uses seed + r)")
+SYNC_MODES = ("merge", "protocol", "never")
+SyncOpt = typer.Option("merge", help="multi-router sync: merge (snapshot/merge every DSYNC), protocol, never")
 
 
 def bench(
@@ -96,6 +98,7 @@ def bench(
     c: float = COpt,
     metric_window: float | None = MetricOpt,
     seed: int = SeedOpt,
+    sync: str = SyncOpt,
     out: Path | None = typer.Option(None, help="report directory (default reports/bench-<workload>/)"),
     suite: str | None = typer.Option(None, help="run a suite instead: 'papers' (the reproduction table)"),
 ) -> None:
@@ -108,6 +111,10 @@ def bench(
         return
     from router.bench import run_bench
     from router.bench.report import default_report_dir, rich_table, write_report
+
+    if sync not in SYNC_MODES:
+        console.print(f"[red]--sync must be one of {', '.join(SYNC_MODES)}, got {sync!r}[/red]")
+        raise typer.Exit(2)
 
     wl = _workload(workload, tuples)
     spec = _bench_spec(
@@ -123,6 +130,7 @@ def bench(
         c=c,
         metric_window=metric_window,
         seed=seed,
+        sync=sync,
     )
     with _progress(tuples or wl.tuples, "bench") as tick:
         result = run_bench(wl, spec, tick)
