@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import pathlib
 from collections.abc import Callable
 
 import numpy as np
@@ -330,3 +331,21 @@ def test_bench_runs_the_protocol_in_process() -> None:
     assert proto.summary["replication_mean"] < runs["never"].summary["replication_mean"]
     with pytest.raises(ValueError):
         run_bench(wl, BenchSpec(partitioners=("dalton",), routers=2, sync="sometimes"))
+
+
+def test_sync_experiments_and_report(tmp_path: pathlib.Path) -> None:
+    from router.sync.experiments import convergence, dsync_trace, settle_time
+    from router.sync.report import write_sync_report
+
+    runs = convergence(20_000, (1, 2))
+    assert {(r.routers, r.mode) for r in runs} == {(1, "synced"), (1, "pkg"), (2, "synced"), (2, "pkg"), (2, "never")}
+    synced2 = next(r for r in runs if (r.routers, r.mode) == (2, "synced"))
+    assert synced2.sync["rounds"] >= 15 and synced2.converged_at is not None
+    trace = dsync_trace(80_000, base_delay=600, initial=4000, minimum=1000, maximum=64_000)
+    assert [p["dsync_median"] for p in trace.per_phase] == [1000, 2000, 4000, 1000]  # Fig. 14b's shape
+    paths = write_sync_report(runs, trace, tmp_path, {"tuples": 20_000, "n": 8, "dsync": 1000,
+                              "dsync_initial": 4000, "dsync_min": 1000, "dsync_max": 64_000})  # fmt: skip
+    assert all(p.exists() and p.stat().st_size > 0 for p in paths.values())
+    assert "| 2 | Dalton, never synced |" in paths["markdown"].read_text()
+    t = np.arange(10, dtype=np.float64)
+    assert settle_time(t, np.array([3.0, 2.5, 2.0, 1.2, 1.2, 1.2, 1.2, 1.2, 1.2, 1.2]), 0.25, excess_over=1.0) == 5
