@@ -125,6 +125,71 @@ def _run_child(args: argparse.Namespace, raw: str, name: str) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def _hotpath(n: int, names: list[str], batch: int, combiners: int) -> list[str]:
+    """Per-record CPU cost of each phase of the batch loop, without a broker (thread CPU time).
+
+    Real ``confluent_kafka.Message`` objects are built in memory; produce() goes to a producer whose broker
+    does not exist (librdkafka queues the records), so only the worker's own Python/C work is measured.
+    """
+    from confluent_kafka import Message, Producer
+
+    from connectors.workloads import zipf_probabilities
+    from router.dataplane import PASSTHROUGH, make_partitioner
+    from router.extract import Extractor
+    from schemas.records import encode_routed
+    from schemas.settings import RouteSettings
+
+    out = [
+        "| workload | configuration | extract | assign | encode + produce | total µs/tuple | tuples per CPU-second |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for wl, s in WORKLOADS.items():
+        rng = np.random.default_rng(1)
+        keys = rng.choice(KEYS, size=n, p=zipf_probabilities(KEYS, s)) if s > 0 else rng.integers(0, KEYS, n)
+        msgs = [
+            Message(topic="raw", partition=i % 4, offset=i // 4, value=b'{"key":"k%d","v":%d}' % (k, i),
+                    timestamp=(1, 1_700_000_000_000 + i))
+            for i, k in enumerate(keys.tolist())
+        ]  # fmt: skip
+        for name in names:
+            route = RouteSettings(
+                raw_topic="raw",
+                combiners=combiners,
+                window={"kind": "count", "size": 60_000, "slide": 1_000},
+                partitioner={"name": "hash" if name == PASSTHROUGH else name},
+            )
+            part = make_partitioner(route, name)
+            ex = Extractor(route)
+            prod = Producer({"bootstrap.servers": "127.0.0.1:1", "queue.buffering.max.messages": 2 * n + 10,
+                             "queue.buffering.max.kbytes": 4_000_000, "message.timeout.ms": 600_000})  # fmt: skip
+            t_ex = t_as = t_pr = 0.0
+            clock0 = 0
+            for lo in range(0, n, batch):
+                chunk = msgs[lo : lo + batch]
+                a = time.thread_time()
+                e = ex.extract(chunk)
+                b = time.thread_time()
+                if part is None:
+                    cs = (np.asarray(e.partitions, dtype=np.int32) % combiners).tolist()
+                else:
+                    cs = part.assign(e.keys).tolist()
+                clock0 += len(chunk)
+                c = time.thread_time()
+                for k, t, cc, p, o, x, v in zip(e.keys, e.times, cs, e.partitions, e.offsets, e.measures, e.values,
+                                                strict=True):  # fmt: skip
+                    prod.produce("out", encode_routed(k, t, cc, "raw", p, o, x, v), k, partition=cc)
+                d = time.thread_time()
+                t_ex, t_as, t_pr = t_ex + b - a, t_as + c - b, t_pr + d - c
+            prod.purge()
+            total = t_ex + t_as + t_pr
+            out.append(
+                f"| {wl} | {name} | {1e6 * t_ex / n:.2f} | {1e6 * t_as / n:.2f} | {1e6 * t_pr / n:.2f} | "
+                f"{1e6 * total / n:.2f} | {n / total:,.0f} |"
+            )
+            print(out[-1], flush=True)
+    return out
+
+
 def _table(results: dict[str, dict[str, list[dict[str, Any]]]], names: list[str]) -> list[str]:
     out = []
     for wl, per in results.items():
@@ -174,6 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--producer-conf", default="{}", help="extra librdkafka producer properties (JSON)")
     ap.add_argument("--report", type=Path, default=Path("reports/router-throughput.md"))
+    ap.add_argument("--hotpath", action="store_true", help="only the in-memory per-phase CPU profile (no broker)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--raw", help=argparse.SUPPRESS)
     ap.add_argument("--partitioner", help=argparse.SUPPRESS)
@@ -186,6 +252,9 @@ def main(argv: list[str] | None = None) -> None:
     from router.partitioners import available
 
     names = args.only.split(",") if args.only else ["passthrough", *available()]
+    if args.hotpath:
+        _hotpath(args.n, names, args.batch, args.combiners)
+        return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below: stop our broker
     broker = None
     if args.bootstrap is None:
