@@ -281,6 +281,18 @@ def main(argv: list[str] | None = None) -> None:
             broker.stop()
     lines = _table(results, names)
     print("\n".join(lines))
+    hot_n = min(args.n, 200_000)
+    print(f"hot path without a broker ({hot_n:,} records per configuration):", flush=True)
+    lines += [
+        f"### Hot path without a broker (thread CPU µs per tuple, {hot_n:,} in-memory `confluent_kafka.Message`s)",
+        "",
+        "The Python side of the batch loop alone: `Extractor.extract`, `assign` (the partitioner, or the source "
+        "partition for pass-through), `encode_routed` + `produce()` into librdkafka's queue. The end-to-end "
+        "figures above add librdkafka's own threads (fetch, batching, sending), flush/commit, and the broker.",
+        "",
+        *_hotpath(hot_n, names, args.batch, args.combiners),
+        "",
+    ]
     header = [
         "# Router throughput (one worker process per configuration)",
         "",
