@@ -186,6 +186,8 @@ class SyncClient:
         self.state = SyncState.PREPARE
         self.seq = 0
         self.last_round = -1
+        self.last_reducer = ""
+        self.last_sent = -1
         self.stale_before = stale_before
         self.next_due: float | None = None
         self.sent = self.applied = self.doubles_requested = 0
@@ -201,6 +203,10 @@ class SyncClient:
 
     def _grid_after(self, now: float) -> float:
         return (math.floor(now / self.dsync) + 1) * self.dsync
+
+    def skip(self, now: float) -> None:
+        """No SYNC this time (the partitioner could not be reached): try again at the next grid point."""
+        self.next_due = self._grid_after(now)
 
     def build_sync(self, payload: Mapping[str, Any], now: float, *, leaving: bool = False) -> SyncMessage:
         """The SYNC for ``payload`` (just taken from the partitioner): enters AWAIT, schedules the next."""
@@ -228,9 +234,11 @@ class SyncClient:
         """The ``apply_global`` dict if ``msg`` is a new round for this route, else ``None``; back to PREPARE."""
         if msg.deployment != self.deployment or msg.route != self.route:
             return None
-        if msg.round <= self.last_round or msg.sent_ms < self.stale_before:
+        if msg.sent_ms < self.stale_before:
             return None
-        self.last_round = msg.round
+        if msg.round <= self.last_round and not (msg.reducer != self.last_reducer and msg.sent_ms > self.last_sent):
+            return None  # a round seen already (a new reducer that restarted the numbering is followed)
+        self.last_round, self.last_reducer, self.last_sent = msg.round, msg.reducer, msg.sent_ms
         if msg.dsync_ms != self.dsync:
             self.dsync = float(msg.dsync_ms)
             self.next_due = self._grid_after(now)

@@ -3,8 +3,9 @@
 Every node reads every control message of its route (one partition, one order), so every node builds
 the same membership: an instance is *live* from its first SYNC until it says it is ``leaving`` or has not
 been heard of for the liveness timeout (a dead worker is never waited for). The reducer is the lowest live
-instance id (plus the node itself, so a lone node elects itself); when it dies, the next lowest takes
-over once the timeout drops it, with no message exchanged.
+instance id; when it dies, the next lowest takes over once the timeout drops it, with no message
+exchanged. A node counts itself only once its own SYNCs come back from the topic (a node that cannot
+sync, or does not hear the topic, never elects itself while the others elect someone else).
 """
 
 from __future__ import annotations
@@ -54,11 +55,9 @@ class Membership:
         return set(self.last_seen)
 
     def leader(self, now: float) -> str | None:
-        """The reducer: the lowest live instance id (this node counts unless it is leaving)."""
+        """The reducer: the lowest live instance id (this node only when its SYNCs are seen, not leaving)."""
         candidates = self.live(now)
-        if not self.self_leaving:
-            candidates.add(self.self_id)
-        else:
+        if self.self_leaving:
             candidates.discard(self.self_id)
         return min(candidates) if candidates else None
 

@@ -94,8 +94,7 @@ class SyncNode:
     # -- helpers -------------------------------------------------------------------------------
     def _timeout(self) -> float:
         c = self.config
-        dsync = max(self.client.dsync, self.reducer.dsync) if hasattr(self, "reducer") else c.dsync
-        return max(c.liveness_floor, c.liveness_factor * dsync)
+        return max(c.liveness_floor, c.liveness_factor * max(self.client.dsync, self.reducer.dsync))
 
     def _delay(self, now: float) -> float:
         d = self.config.reducer_delay
@@ -127,7 +126,7 @@ class SyncNode:
             payload = self.port.payload()
             if payload is None:
                 log.warning("route %s: partitioner not reachable, skipping a sync", self.config.route)
-                self.client.next_due = self.client._grid_after(now)
+                self.client.skip(now)
             else:
                 out.append(self.client.build_sync(payload, now))
                 self.stats.syncs += 1
@@ -180,7 +179,9 @@ class SyncNode:
         if msg.combiners and msg.combiners != c.combiners:
             self._ignore("combiner count", f"{msg.combiners} != {c.combiners}")
             return []
-        at = min(now, float(msg.sent_ms)) if msg.sent_ms else now
+        # Liveness by arrival time (clock skew between hosts does not matter), except for history read at
+        # start-up (sent before this node started): there the sender's time is all we have.
+        at = min(now, float(msg.sent_ms)) if msg.sent_ms < c.stale_before else now
         if isinstance(msg, SyncMessage):
             if now - at > self._timeout():
                 self._ignore("stale sync", f"from {msg.instance} at {msg.sent_ms}")

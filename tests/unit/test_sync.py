@@ -138,14 +138,17 @@ def test_key_forwarding_only_with_a_sync_per_slide() -> None:
 # -- membership -----------------------------------------------------------------------------------------
 def test_membership_timeout_leaving_and_election() -> None:
     m = Membership("b", timeout=10)
+    assert m.leader(0) is None  # its own SYNC not seen yet
+    m.seen("b", 0)
     assert m.leader(0) == "b"  # alone: elects itself
     m.seen("a", 0)
     m.seen("c", 0)
-    assert m.live(5) == {"a", "c"} and m.leader(5) == "a"
+    assert m.live(5) == {"a", "b", "c"} and m.leader(5) == "a"
     m.seen("c", 8)
-    assert m.live(15) == {"c"} and m.leader(15) == "b"  # a timed out: the next lowest takes over
+    m.seen("b", 8)
+    assert m.live(15) == {"b", "c"} and m.leader(15) == "b"  # a timed out: the next lowest takes over
     m.seen("c", 16, leaving=True)
-    assert m.live(16) == set()
+    assert m.live(16) == {"b"}
     m.self_leaving = True
     assert m.leader(16) is None
 
@@ -284,10 +287,14 @@ def test_malformed_and_foreign_messages_are_ignored() -> None:
 
 
 def test_stale_sync_from_history_is_ignored() -> None:
-    bus, _ = fake_bus(1, dsync=100)
-    node = bus.nodes[0]
-    node.receive_raw(encode_control(sync("ghost", sent=1)), 10_000)
+    cfg = NodeConfig(deployment="d", route="r", instance="w0", combiners=N, dsync=100, stale_before=9_950)
+    node = SyncNode(FakePort(), cfg)
+    node.receive_raw(encode_control(sync("ghost", sent=1)), 10_000)  # long before this node started
     assert node.stats.ignored["stale sync"] == 1 and node.reducer.pending == {}
+    node.receive_raw(encode_control(sync("recent", sent=9_800)), 10_000)  # history within the timeout
+    assert node.membership.last_seen == {"recent": 9_800}
+    node.receive_raw(encode_control(sync("skewed", sent=9_960)), 10_100)  # after start, a clock 140 behind
+    assert node.membership.last_seen["skewed"] == 10_100  # liveness by arrival, not by the sender's clock
 
 
 # -- real partitioners ------------------------------------------------------------------------------------
