@@ -61,6 +61,7 @@ class NodeStats:
     leaders: list[tuple[float, str | None]] = field(default_factory=list)  # (time, reducer) on every change
     latencies: list[float] = field(default_factory=list)  # SYNC -> GLOBAL applied
     hot_seen: set[str] = field(default_factory=set)  # every key a GLOBAL marked globally hot
+    rounds: list[tuple[float, int, str]] = field(default_factory=list)  # applied GLOBALs: (sent, round, reducer)
 
 
 class SyncNode:
@@ -142,7 +143,16 @@ class SyncNode:
         leader = self.membership.leader(now)
         if not self.stats.leaders or self.stats.leaders[-1][1] != leader:
             self.stats.leaders.append((now, leader))
-        if self._outbox or leader != self.instance or not self.reducer.ready(self.membership.live(now)):
+        red = self.reducer
+        live = self.membership.live(now)
+        if red.inflight and (red.inflight_reducer not in live or now - (red.inflight_since or now) > self._timeout()):
+            red.reclaim()  # the reducer that closed the round died before answering: close it again
+        if not red.ready(live):
+            return out
+        if leader != self.instance:
+            red.close_elsewhere(now, leader)  # every node sees the same log: the reducer closes this round here
+            return out
+        if self._outbox:
             return out
         t0 = time.perf_counter()
         msg = self.reducer.build(now, self.instance)
@@ -200,6 +210,7 @@ class SyncNode:
                     self.last_global = msg
                     self.stats.globals_applied += 1
                     self.stats.hot_seen.update(msg.hot_keys)
+                    self.stats.rounds.append((float(msg.sent_ms), msg.round, msg.reducer))
                     if self.client.last_latency is not None:
                         self.stats.latencies.append(self.client.last_latency)
                     if self.stats.dsync[-1][1] != self.client.dsync:

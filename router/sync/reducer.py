@@ -72,6 +72,9 @@ class QtableReducer:
         self.dsync = float(dsync)
         self.round = -1
         self.pending: dict[str, list[SyncMessage]] = {}
+        self.inflight: dict[str, list[SyncMessage]] = {}  # closed by another node's reducer, GLOBAL not seen yet
+        self.inflight_since: float | None = None
+        self.inflight_reducer: str | None = None
         self.hot_until: dict[str, int] = {}
         self.last_emit: float | None = None
         self.last_processing: float | None = None
@@ -84,12 +87,15 @@ class QtableReducer:
 
     def observe(self, msg: GlobalMessage, now: float, *, own: bool) -> None:
         """Align with a GLOBAL seen on the control topic (``own``: this node sent it)."""
-        for inst, seq in msg.seqs.items():
-            kept = [m for m in self.pending.get(inst, ()) if m.seq > seq]
-            if kept:
-                self.pending[inst] = kept
-            else:
-                self.pending.pop(inst, None)
+        for table in (self.pending, self.inflight):
+            for inst, seq in msg.seqs.items():
+                kept = [m for m in table.get(inst, ()) if m.seq > seq]
+                if kept:
+                    table[inst] = kept
+                else:
+                    table.pop(inst, None)
+        if not self.inflight:
+            self.inflight_since = None
         if msg.round < self.round:
             return
         self.round = msg.round
@@ -111,6 +117,26 @@ class QtableReducer:
             return False
         latest = {i: max(m.due_ms for m in self.pending[i]) for i in live}
         return not latest or min(latest.values()) >= max(latest.values())
+
+    def close_elsewhere(self, now: float, reducer: str | None) -> None:
+        """Another node's reducer closes the pending round now (same log position): await its GLOBAL.
+
+        Keeps this node from closing the same SYNCs into a duplicate round if it becomes the reducer
+        before that GLOBAL arrives.
+        """
+        for inst, msgs in self.pending.items():
+            self.inflight.setdefault(inst, []).extend(msgs)
+        self.pending = {}
+        if self.inflight_since is None:
+            self.inflight_since = now
+        self.inflight_reducer = reducer
+
+    def reclaim(self) -> None:
+        """The round closed elsewhere will not be answered (its reducer died): include it in the next one."""
+        for inst, msgs in self.inflight.items():
+            self.pending[inst] = sorted([*msgs, *self.pending.get(inst, ())], key=lambda m: m.seq)
+        self.inflight = {}
+        self.inflight_since = None
 
     def inputs(self) -> RoundInputs:
         """The pending round's members, GL and summed top-key counts."""

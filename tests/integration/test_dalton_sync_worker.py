@@ -1,13 +1,17 @@
-"""The sync service on real router data planes: two workers of one deployment share a raw topic."""
+"""The sync service on real router data planes, and a worker joining a running sync group."""
 
 from __future__ import annotations
 
 import pytest
 
-from connectors.admin import ensure_route_topics
+from connectors.admin import TopicSpec, ensure_route_topics, ensure_topics
+from connectors.kafka import make_admin
 from connectors.topic_reader import read_topic
 from router.dataplane import RouteDataPlane
 from router.observability import RouterMetrics
+from router.partitioners.dalton import DaltonPartitioner
+from router.sync import DirectPort, DsyncPolicy, NodeConfig, SyncNode
+from router.sync.kafka import KafkaSyncTransport, wall_ms
 from router.sync.service import PlanePort, start_sync
 from schemas.control import SyncMessage, parse_control
 from schemas.settings import KafkaSettings
@@ -53,3 +57,31 @@ def test_two_workers_sync_their_dalton_routes(kafka: KafkaSettings, topic: str) 
     msgs = [parse_control(r.value) for r in read_topic(kafka, f"{topic}.control", idle_s=1.0)]
     leaving = {m.instance for m in msgs if isinstance(m, SyncMessage) and m.leaving}
     assert leaving == {"w1", "w2"}
+
+
+def test_late_joiner_learns_the_rounds_from_history_and_takes_over(kafka: KafkaSettings, topic: str) -> None:
+    ensure_topics(make_admin(kafka), [TopicSpec(topic, 1)])
+
+    def transport(name: str) -> KafkaSyncTransport:
+        cfg = NodeConfig(deployment="late", route="r", instance=name, combiners=4, dsync=100,
+                         policy=DsyncPolicy(100, 1600), liveness_floor=1_000, stale_before=wall_ms())  # fmt: skip
+        return KafkaSyncTransport(kafka, topic, [SyncNode(DirectPort(DaltonPartitioner(4)), cfg)], poll_s=0.005)
+
+    early = [transport("w5").start(), transport("w7").start()]
+    late: KafkaSyncTransport | None = None
+    try:
+        wait_for(lambda: early[0].nodes["r"].reducer.round >= 10, 20, "rounds by w5")
+        joined = wall_ms()
+        late = transport("w0").start()  # the lowest id: it becomes the reducer once its SYNCs are seen
+        node = late.nodes["r"]
+        wait_for(lambda: node.stats.globals_applied >= 30, 20, "rounds applied by the late joiner")
+        rounds = early[1].nodes["r"].stats.rounds
+        after = [x for x in rounds if x[0] > joined + 2_000]
+        assert after and {red for *_, red in after} == {"w0"}
+        numbers = [r for _, r, _ in rounds]
+        assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)  # no restart, no duplicate
+        assert node.client.stale_before >= joined - 1 and node.last_global is not None
+        assert node.last_global.sent_ms >= joined and node.last_global.members == ["w0", "w5", "w7"]
+    finally:
+        for t in [*early, *([late] if late else [])]:
+            t.stop()

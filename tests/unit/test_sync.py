@@ -356,3 +356,30 @@ def test_sync_experiments_and_report(tmp_path: pathlib.Path) -> None:
     assert "| 2 | Dalton, never synced |" in paths["markdown"].read_text()
     t = np.arange(10, dtype=np.float64)
     assert settle_time(t, np.array([3.0, 2.5, 2.0, 1.2, 1.2, 1.2, 1.2, 1.2, 1.2, 1.2]), 0.25, excess_over=1.0) == 5
+
+
+def test_lower_id_joining_takes_over_without_duplicate_rounds() -> None:
+    bus, _ = fake_bus(2, dsync=100)
+    bus.nodes = [SyncNode(n.port, n.config.__class__(**{**n.config.__dict__, "instance": f"w{i + 5}"}))
+                 for i, n in enumerate(bus.nodes)]  # fmt: skip
+    run(bus, 0, 500)
+    late = SyncNode(FakePort(), NodeConfig(deployment="d", route="r", instance="w0", combiners=N, dsync=100,
+                                           policy=DsyncPolicy(100, 100)))  # fmt: skip
+    bus.nodes.append(late)
+    run(bus, 500, 1500)
+    rounds = [r for _, r, _ in bus.stats.rounds]
+    assert rounds == list(range(len(rounds)))  # one GLOBAL per round, no gap, no duplicate
+    assert bus.stats.rounds[-1][2] == "w0" and {red for *_, red in bus.stats.rounds[:4]} == {"w5"}
+
+
+def test_round_held_by_a_dead_reducer_is_closed_again() -> None:
+    bus, ports = fake_bus(3, dsync=100, delay=50.0)  # w0 sends each GLOBAL 50 after the round closed
+    run(bus, 0, 510)  # w0 closed the round of t=500 and dies before sending it
+    assert bus.nodes[0]._outbox and bus.nodes[1].reducer.inflight
+    bus.kill(0)
+    run(bus, 510, 1500)
+    g = bus.nodes[1].last_global
+    assert g is not None and g.reducer == "w1"
+    takeover = next(x for x in bus.stats.rounds if x[2] == "w1")
+    assert takeover[1] == 4 and 500 <= takeover[0] <= 500 + 3 * 100 + 150  # the lost round, after the timeout
+    assert all(r == i for i, (_, r, _) in enumerate(bus.stats.rounds))
