@@ -17,8 +17,9 @@ Options (strings, as Spark passes them)::
 
 Offsets are ``{topic: {partition: next offset}}``. ``latestOffset`` finds true partition ends with
 :func:`connectors.kafka_offsets.probe_ends` (Tansu's high watermark hides the tail of the last batch).
-``read`` runs on executors: it builds its own consumer, reads ``[start, end)`` with ``assign()`` and yields
-Arrow record batches; readers keep no client between calls, so they pickle. Secrets live only in the options
+``read`` runs on executors: it takes a consumer (a new one, or the idle one a previous task of the same Python
+worker left behind), reads ``[start, end)`` with ``assign()`` and yields Arrow record batches; readers hold no
+client themselves, so they pickle. Secrets live only in the options
 (Spark redacts ``*password*`` options in plans) and are never logged here; ``repr`` masks them.
 """
 
@@ -62,6 +63,10 @@ __all__ = ["SHORT_NAME", "KafkaDataSource", "kafka_options", "kafka_schema", "re
 SHORT_NAME = "skewroute-kafka"
 _SECRET_WORDS = ("password", "secret", "token")
 _CONSUME_MAX = 10_000
+#: One idle consumer per configuration per Python worker process. Spark reuses Python workers across tasks
+#: (``spark.python.worker.reuse``), so a task skips the connect + metadata round trips of a new client. Only
+#: the consumer moves between tasks, never offsets: each task assigns its own range.
+_POOL: dict[tuple[tuple[str, str], ...], Consumer] = {}
 
 
 def kafka_schema() -> StructType:
@@ -296,8 +301,9 @@ def _read_range(cfg: _Config, part: KafkaPartition) -> Iterator[pa.RecordBatch]:
 
     schema = to_arrow_schema(kafka_schema(), timezone="UTC")
     topic_scalar, part_scalar = pa.scalar(part.topic, pa.string()), pa.scalar(part.partition, pa.int32())
-    consumer = cfg.consumer()
+    consumer = _POOL.pop(cfg.conf, None) or cfg.consumer()
     next_offset = part.start
+    done = False
     try:
         consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
         deadline = time.monotonic() + cfg.read_timeout
@@ -311,11 +317,15 @@ def _read_range(cfg: _Config, part: KafkaPartition) -> Iterator[pa.RecordBatch]:
                     )
                 continue
             deadline = time.monotonic() + cfg.read_timeout
+            eof = False
             bad = [m for m in msgs if m.error() is not None]
             if bad:
-                for err in (m.error() for m in bad):
+                for m in bad:
+                    err = m.error()
                     if err is not None and err.code() != KafkaError._PARTITION_EOF:
                         raise BrokerError(f"reading {part.topic}[{part.partition}]: {err.str()}")
+                    if (m.offset() or 0) >= part.end:  # the range ends in offsets with no record (markers)
+                        eof = True
                 msgs = [m for m in msgs if m.error() is None]
             offsets: list[int] = [m.offset() for m in msgs]  # type: ignore[misc]  # never None on records
             if offsets and offsets[-1] >= part.end:
@@ -325,6 +335,8 @@ def _read_range(cfg: _Config, part: KafkaPartition) -> Iterator[pa.RecordBatch]:
             elif offsets:
                 next_offset = offsets[-1] + 1
             n = len(msgs)
+            if eof:
+                next_offset = part.end
             if not n:
                 continue
             stamps = [m.timestamp() for m in msgs]
@@ -340,5 +352,10 @@ def _read_range(cfg: _Config, part: KafkaPartition) -> Iterator[pa.RecordBatch]:
                 ],
                 schema=schema,
             )
+        done = True
     finally:
-        consumer.close()
+        if done and cfg.conf not in _POOL:  # keep it for the next task of this (reused) Python worker
+            consumer.unassign()
+            _POOL[cfg.conf] = consumer
+        else:
+            consumer.close()

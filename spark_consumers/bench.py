@@ -93,6 +93,7 @@ def run_bench(
     s: float = 1.5,
     seed: int = 1,
     sink: str = "kafka",
+    reducers: int = 2,
     workdir: Path,
     log: bool = True,
 ) -> list[BenchResult]:
@@ -120,7 +121,7 @@ def run_bench(
                 "watermark": "30 seconds",
                 "checkpoint_dir": str(workdir / "checkpoints"),
                 "progress_log": str(workdir / "progress.jsonl"),
-                "shuffle_partitions": 4,
+                "shuffle_partitions": reducers,
                 "conf": {"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false"},
             },
         )
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--keys", type=int, default=10_000)
     p.add_argument("-s", "--zipf", type=float, default=1.5)
     p.add_argument("--sink", default="kafka", choices=["kafka", "noop"])
+    p.add_argument("-m", "--reducers", type=int, default=2, help="spark.sql.shuffle.partitions")
     p.add_argument("--bootstrap", default=None, help="use this broker instead of starting the embedded one")
     p.add_argument("--report", type=Path, default=Path("reports/spark-bench.md"))
     a = p.parse_args(argv)
@@ -204,15 +206,17 @@ def main(argv: list[str] | None = None) -> None:
     try:
         kafka = KafkaSettings(bootstrap_servers=a.bootstrap or broker.bootstrap)  # type: ignore[union-attr]
         names = [x.strip() for x in a.partitioners.split(",") if x.strip()]
-        t0 = time.monotonic()
+        t0, load0 = time.monotonic(), os.getloadavg()[0]
         results = run_bench(
             kafka, names, tuples=a.tuples, batch=a.batch, n=a.combiners, keys=a.keys, s=a.zipf, sink=a.sink,
-            workdir=workdir,
+            reducers=a.reducers, workdir=workdir,
         )  # fmt: skip
         params = {
             "records": a.tuples, "micro-batch": a.batch, "combiners": a.combiners, "zipf": a.zipf, "keys": a.keys,
-            "sink": a.sink, "master": "local[2]", "window": "10 s tumbling (1000 records/s event time)",
+            "sink": a.sink, "reducers": a.reducers, "master": "local[2]",
+            "window": "10 s tumbling (1000 records/s event time)",
             "wall s": round(time.monotonic() - t0),
+            "cores": os.cpu_count(), "load avg 1 min (start/end)": f"{load0:.1f}/{os.getloadavg()[0]:.1f}",
         }  # fmt: skip
         md = render_markdown(results, params)
         print(md)

@@ -48,6 +48,7 @@ def build_session(spark: SparkSettings, app_name: str = "skewroute-spark") -> Sp
         SparkSession.builder.appName(app_name)
         .config("spark.sql.shuffle.partitions", str(spark.shuffle_partitions))
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
+        .config("spark.ui.showConsoleProgress", "false")  # progress bars garble logs; metrics go to the log
     )
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit, whose --master wins
         b = b.master(spark.master)

@@ -156,3 +156,35 @@ def test_restart_from_checkpoint_stays_exact(spark, kafka, topic, tmp_path) -> N
     assert all(len(s.combiner_task_ms) == N for s in stats)
     assert all(s.straggler_ratio is not None and s.straggler_ratio >= 1.0 for s in stats)
     assert (tmp_path / "progress.jsonl").read_text().count("\n") >= len(stats)
+
+
+def test_append_mode_parquet_emits_final_windows_once(spark, kafka, topic, tmp_path) -> None:
+    rng = random.Random(9)
+    settings = _settings(
+        kafka, topic, tmp_path, output_mode="append", sink="parquet", output_path=str(tmp_path / "out")
+    )
+    feed = _Feed(kafka, settings, "shuffle")
+    recs = _phase(rng, 1500, T0, T0 + 30_000)
+    flush = [Rec("flush", T0 + 60_000, 0.0)]  # advances the watermark to T0 + 40 s: windows before it close
+    handle = start_job(spark, settings)
+    try:
+        feed.send(recs)
+        handle.query.processAllAvailable()
+        feed.send(flush)
+        handle.query.processAllAvailable()
+        _wait_for_batch_under_watermark(handle.query, T0 + 60_000 - DELAY_MS)
+        handle.query.processAllAvailable()
+    finally:
+        handle.stop()
+    assert handle.query.exception() is None
+    from pyspark.sql import functions as F
+
+    out = spark.read.parquet(str(tmp_path / "out" / topic)).select(
+        F.unix_millis("window_start").alias("window_start"), F.unix_millis("window_end").alias("window_end"),
+        "key", "count", "sum", "min", "max", "mean",
+    )  # fmt: skip
+    rows = [r.asDict() for r in out.collect()]
+    assert len(rows) == len({(r["window_start"], r["key"]) for r in rows})  # each window once: append mode
+    from tests.integration.spark_support import rows_to_dict
+
+    assert_same(rows_to_dict(rows), reference(recs, 10_000, 10_000))  # the flush window is still open

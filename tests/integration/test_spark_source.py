@@ -110,3 +110,21 @@ def test_starting_offsets_latest_and_json(spark, kafka, topic, tmp_path) -> None
         ]
     finally:
         q.stop()
+
+
+def test_transaction_markers_end_a_range(spark, kafka, topic) -> None:
+    """Commit markers take offsets but are never delivered: a range ending in one must still complete."""
+    ensure_topics(make_admin(kafka), [TopicSpec(topic, 1, exact=True)])
+    p = make_producer(kafka, **{"transactional.id": f"tx-{topic}"})
+    p.init_transactions(10)
+    for _ in range(2):
+        p.begin_transaction()
+        for i in range(250):
+            p.produce(topic, value=b"v%d" % i, partition=0)
+        p.commit_transaction(10)
+    register_source(spark)
+    df = (
+        spark.read.format(SHORT_NAME).options(**kafka_options(kafka)).option("subscribe", topic)
+        .option("readTimeoutMs", "5000").load()
+    )  # fmt: skip
+    assert df.count() == 500
