@@ -8,8 +8,10 @@ reads every message, its own included, in the topic's order. The messages go to 
 Start-up: the reader starts ``history_ms`` before now (by timestamp; from the beginning when the broker
 cannot say), so a new worker learns the live members, the round number and the hot-key validity from
 recent messages, while stale rounds are skipped (nodes ignore SYNCs older than the liveness timeout and
-never apply GLOBALs sent before they started). The partition's end offset is never used to decide that
-the reader is caught up (Tansu reports the start of the last batch + 1).
+never apply GLOBALs sent before they started). Tansu answers the time lookup with offset 0 when no
+message is that recent; the reader then reads from the beginning and the same filters skip the stale
+part. The partition's end offset is never used to decide that the reader is caught up (Tansu reports
+the start of the last batch + 1).
 
 :meth:`KafkaSyncTransport.pump` does one step (read what is there, tick, publish) and is what tests
 drive; :meth:`KafkaSyncTransport.start` runs it on a thread.
