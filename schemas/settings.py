@@ -252,6 +252,9 @@ class SparkSettings(_Model):
         None, description="Maven coordinate of spark-sql-kafka for source=kafka (default: matches pyspark)"
     )
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration (spark.* keys)")
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535, description="serve the per-batch combiner metrics for Prometheus on this port"
+    )
 
 
 class SkewrouteSettings(BaseSettings):

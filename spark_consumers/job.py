@@ -184,6 +184,10 @@ def run_job(
 ) -> list[BatchStats]:
     """Run the job until it ends (``available_now``), ``timeout`` seconds pass, or Ctrl-C; the batch stats."""
     session = spark or build_session(settings.spark)
+    if settings.spark.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.spark.metrics_port)
     handle = start_job(session, settings, route_name, available_now=available_now)
     try:
         handle.query.awaitTermination(None if timeout is None else max(1, round(timeout)))
