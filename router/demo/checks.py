@@ -20,7 +20,16 @@ from router.demo.pipeline import PipelineRun
 from router.demo.source import DemoInput
 from spark_consumers.observability import BatchStats
 
-__all__ = ["Exactness", "delivery", "exactness", "reference_aggregates", "routing_quality", "spark_summary"]
+__all__ = [
+    "Exactness",
+    "delivery",
+    "exactness",
+    "record_skew",
+    "reference_aggregates",
+    "routing_quality",
+    "spark_summary",
+    "sync_summary",
+]
 
 Agg = tuple[int, float, float, float]  # count, sum, min, max
 
@@ -55,6 +64,7 @@ def spark_summary(batches: list[BatchStats]) -> dict[str, float]:
     data = [b for b in batches if b.input_rows > 0]
     ratios = [b.straggler_ratio for b in data if b.straggler_ratio is not None]
     task_max = [max(b.combiner_task_ms) for b in data if b.combiner_task_ms]
+    skew = [record_skew(b) for b in data if b.combiner_records]
     return {
         "batches": float(len(data)),
         "input_rows": float(sum(b.input_rows for b in data)),
@@ -62,9 +72,28 @@ def spark_summary(batches: list[BatchStats]) -> dict[str, float]:
         "partials_per_record": sum(b.shuffled_partials for b in data) / max(1, sum(b.input_rows for b in data)),
         "straggler_mean": float(np.mean(ratios)) if ratios else math.nan,
         "straggler_max": float(np.max(ratios)) if ratios else math.nan,
+        "record_skew_mean": float(np.mean(skew)) if skew else math.nan,
         "max_task_ms_mean": float(np.mean(task_max)) if task_max else math.nan,
         "batch_ms_mean": float(np.mean([b.batch_ms for b in data])) if data else math.nan,
         "rows_dropped_by_watermark": float(sum(b.rows_dropped_by_watermark for b in batches)),
+    }
+
+
+def record_skew(b: BatchStats) -> float:
+    """The ratio max / median of records read per combiner task in one micro-batch (straggler ratio of pure work)."""
+    med = float(np.median(b.combiner_records))
+    return max(b.combiner_records) / med if med > 0 else math.nan
+
+
+def sync_summary(run: PipelineRun) -> dict[str, float]:
+    """Dalton sync traffic on the run's control topic: SYNC messages, GLOBAL rounds, most members in a round."""
+    syncs = [m for m in run.control if m["type"] == "sync"]
+    rounds = [m for m in run.control if m["type"] == "global"]
+    return {
+        "sync_messages": float(len(syncs)),
+        "senders": float(len({m["instance"] for m in syncs})),
+        "global_rounds": float(len(rounds)),
+        "max_members": float(max((m["members"] for m in rounds), default=0)),
     }
 
 

@@ -77,14 +77,14 @@ class LiveView:
 
     def _render(self, p: Progress, rates: tuple[float, float, float]) -> Group:
         head = Table.grid(padding=(0, 2))
+        head.add_row(f"[bold]{p.label}[/]: {p.phase}", f"{p.elapsed_s:.0f} s")
+        head.add_row("produced", f"{p.produced:,} / {p.total:,} ({rates[0]:,.0f}/s)")
+        head.add_row("routed", f"{p.routed:,} ({rates[1]:,.0f}/s), router lag {max(0, p.produced - p.routed):,}")
         head.add_row(
-            f"[bold]{p.label}[/] — {p.phase} — {p.elapsed_s:.0f} s",
-            f"produced {p.produced:,}/{p.total:,} ({rates[0]:,.0f}/s)",
-            f"routed {p.routed:,} ({rates[1]:,.0f}/s), lag {max(0, p.produced - p.routed):,}",
-            f"Spark read {p.spark_rows:,} ({rates[2]:,.0f}/s), lag {max(0, p.routed - p.spark_rows):,}",
+            "Spark read", f"{p.spark_rows:,} ({rates[2]:,.0f}/s), Spark lag {max(0, p.routed - p.spark_rows):,}"
         )
         workers = Table(title="router workers (last 1-s window of each)", title_justify="left")
-        for col in ("worker", "raw parts", "in", "out", "DLQ", "max/mean", "replication", "load per combiner"):
+        for col in ("worker", "raw parts", "in", "out", "DLQ", "max/mean", "repl.", "load per combiner"):
             workers.add_column(col, justify="left" if col in ("worker", "load per combiner") else "right")
         for w in p.workers:
             if not w.reachable:
@@ -95,12 +95,12 @@ class LiveView:
                 f"{w.ratio:.2f}", f"{w.replication:.3f}", _bars(w.loads),
             )  # fmt: skip
         spark = Table(title="Spark micro-batches (latest 5)", title_justify="left")
-        for col in ("batch", "rows", "ms", "combiner task ms", "straggler", "partials"):
-            spark.add_column(col, justify="right")
+        for col in ("batch", "rows", "ms", "records per combiner", "straggler", "partials"):
+            spark.add_column(col, justify="left" if col.startswith("records") else "right")
         for b in p.batches[-5:]:
             spark.add_row(
                 str(b.batch_id), f"{b.input_rows:,}", f"{b.batch_ms:,}",
-                " ".join(str(t) for t in b.combiner_task_ms), f"{b.straggler_ratio or 0:.2f}",
+                _bars([float(x) for x in b.combiner_records]), f"{b.straggler_ratio or 0:.2f}",
                 f"{b.shuffled_partials:,}",
             )  # fmt: skip
         return Group(head, workers, spark)

@@ -81,6 +81,7 @@ class PipelineRun:
     combiner_records: list[dict[str, Any]]
     results: dict[bytes, dict[str, Any]]
     dead_letters: int
+    control: list[dict[str, Any]]
 
     @property
     def seconds(self) -> float:
@@ -164,7 +165,7 @@ class _Follow:
 def run_pipeline(
     plan: RunPlan,
     data: DemoInput,
-    get_spark: Callable[[], Any],
+    spark: Callable[[], Any | None],
     procs: Processes,
     *,
     routers: int,
@@ -174,7 +175,7 @@ def run_pipeline(
 ) -> PipelineRun:
     """Run ``data`` through ``plan``'s pipeline (workers started in ``procs``, stopped before returning).
 
-    ``get_spark()`` returns the Spark session (it may block until the session is warm).
+    ``spark()`` returns the Spark session once it is warm, ``None`` before (and raises if it failed).
     """
     from spark_consumers.job import start_job
 
@@ -193,7 +194,10 @@ def run_pipeline(
             lambda p: sum(w.assigned for w in p.workers) >= RAW_PARTITIONS and all(w.assigned for w in p.workers),
             120,
         )  # fmt: skip
-        follow.handle = start_job(get_spark(), s)
+        follow.wait("warming up Spark", len(data), lambda p: spark() is not None, 900)
+        session = spark()
+        assert session is not None
+        follow.handle = start_job(session, s)
         follow.producer = Producer(s.kafka, route.raw_topic, data, rate).start()
         total = len(data)
         budget = timeout_s + (total / rate if rate > 0 else 0)
@@ -205,15 +209,15 @@ def run_pipeline(
             follow.producer.stop()
         if follow.handle is not None:
             follow.handle.stop()
-        for w in workers:
-            procs.stop(w)
+        procs.stop_many(workers)
     producer = follow.producer
     assert producer is not None and producer.first_s is not None and producer.done_s is not None
     on_tick(replace(final, phase="reading back the topics"))
     reached = _cumulative(batches, total)
     return PipelineRun(
         plan.label, total, producer.first_s, producer.done_s, _batch_end(reached), final.workers, batches,
-        _combiner_records(plan, total), _results(plan), _dead_letters(plan),
+        _combiner_records(plan, total), _results(plan), _count(plan, plan.route.dlq_topic_name),
+        _control_messages(plan),
     )  # fmt: skip
 
 
@@ -226,17 +230,33 @@ def _combiner_records(plan: RunPlan, total: int) -> list[dict[str, Any]]:
 def _results(plan: RunPlan) -> dict[bytes, dict[str, Any]]:
     """The last result per (window, key) message key (the sink writes full aggregates, never deltas)."""
     results: dict[bytes, dict[str, Any]] = {}
-    for r in read_topic(plan.settings.kafka, plan.results_topic, idle_s=3.0):
+    for r in read_topic(plan.settings.kafka, plan.results_topic, idle_s=2.0):
         if r.key is not None and r.value is not None:
             results[r.key] = orjson.loads(r.value)
     return results
 
 
-def _dead_letters(plan: RunPlan) -> int:
-    topic = plan.route.dlq_topic_name
+def _count(plan: RunPlan, topic: str) -> int:
+    """Records in ``topic`` (0 when it does not exist)."""
     if not partition_count(make_admin(plan.settings.kafka), topic):
         return 0
     return len(read_topic(plan.settings.kafka, topic, idle_s=1.0))
+
+
+def _control_messages(plan: RunPlan) -> list[dict[str, Any]]:
+    """The Dalton sync messages of the run's control topic (type, sender, members)."""
+    topic = plan.settings.router.control_topic
+    if not partition_count(make_admin(plan.settings.kafka), topic):
+        return []
+    out = []
+    for r in read_topic(plan.settings.kafka, topic, idle_s=1.0):
+        try:
+            m = orjson.loads(r.value or b"{}")
+        except orjson.JSONDecodeError:
+            continue
+        out.append({"type": m.get("type"), "instance": m.get("instance") or m.get("reducer"),
+                    "members": len(m.get("members") or [])})  # fmt: skip
+    return out
 
 
 def _cumulative(batches: list[BatchStats], total: int) -> BatchStats:

@@ -93,13 +93,17 @@ class Processes:
             self.children.remove(child)
 
     def stop_all(self, timeout: float = 30.0) -> None:
-        """Stop every child, all asked at once, the newest first."""
-        for child in reversed(self.children):
+        """Stop every child (all asked at once, the newest first)."""
+        self.stop_many(list(reversed(self.children)), timeout)
+
+    def stop_many(self, children: list[Child], timeout: float = 30.0) -> None:
+        """Stop ``children``, all asked at once (each still gets ``timeout`` in all to stop cleanly)."""
+        for child in children:
             if child.running:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child.proc.pid, child.stop_signal)
         deadline = time.monotonic() + timeout
-        for child in list(reversed(self.children)):
+        for child in children:
             self.stop(child, max(0.1, deadline - time.monotonic()))
 
     def failed(self) -> Child | None:

@@ -37,8 +37,12 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("shuffled partials per record", "spark", "partials_per_record", "{:.4f}"),
     ("mean straggler ratio (max/median combiner task)", "spark", "straggler_mean", "{:.2f}"),
     ("max straggler ratio", "spark", "straggler_max", "{:.2f}"),
+    ("mean max/median combiner records per micro-batch", "spark", "record_skew_mean", "{:.2f}"),
     ("mean slowest combiner task (ms)", "spark", "max_task_ms_mean", "{:,.0f}"),
     ("rows dropped by the watermark", "spark", "rows_dropped_by_watermark", "{:,.0f}"),
+    ("Dalton sync: SYNC messages on the control topic", "sync", "sync_messages", "{:,.0f}"),
+    ("Dalton sync: GLOBAL rounds", "sync", "global_rounds", "{:,.0f}"),
+    ("Dalton sync: most routers in one round", "sync", "max_members", "{:,.0f}"),
     ("end-to-end seconds (first record produced → last aggregated)", "throughput", "seconds", "{:.1f}"),
     ("end-to-end records/s", "throughput", "records_per_s", "{:,.0f}"),
     ("exact (window, key) aggregates", "exactness", "matching", "{:,.0f}"),
@@ -133,23 +137,30 @@ def routing_report(
 
 
 def spark_plot(batches: dict[str, list[BatchStats]], path: Path) -> None:
-    """Straggler ratio and shuffled partials per record, per micro-batch with data, for every run."""
+    """Per micro-batch with data, for every run: straggler ratio, combiner record skew, partials per record."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(2, 1, figsize=(10, 5.6), sharex=True)
+    from router.demo.checks import record_skew
+
+    panels = (
+        ("straggler ratio\n(max/median task ms)", lambda b: b.straggler_ratio or np.nan),
+        ("max/median records\nper combiner task", record_skew),
+        ("shuffled partials\nper record", lambda b: b.shuffled_partials / b.input_rows),
+    )
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 7.5), sharex=True)
     for label, stats in batches.items():
         data = [b for b in stats if b.input_rows > 0]
-        x = np.arange(len(data))
-        axes[0].plot(x, [b.straggler_ratio or np.nan for b in data], marker="o", lw=1, label=label)
-        axes[1].plot(x, [b.shuffled_partials / b.input_rows for b in data], marker="o", lw=1, label=label)
-    axes[0].set_ylabel("straggler ratio\n(max/median task)")
-    axes[1].set_ylabel("shuffled partials\nper record")
-    axes[1].set_xlabel("Spark micro-batch (with data)")
-    for ax in axes:
+        for ax, (_, value) in zip(axes, panels, strict=True):
+            ax.plot(np.arange(len(data)), [value(b) for b in data], marker="o", lw=1, label=label)
+    for ax, (ylabel, _) in zip(axes, panels, strict=True):
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("Spark micro-batch (with data)")
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].legend(loc="upper right", fontsize=8)
     axes[0].set_title("Spark combiner stage per micro-batch")
     fig.tight_layout()

@@ -22,7 +22,7 @@ from connectors.broker import EmbeddedBroker, free_port
 from router.demo import checks
 from router.demo.live import LiveView
 from router.demo.options import DemoOptions, RunPlan, plan_run
-from router.demo.pipeline import PipelineRun, run_pipeline
+from router.demo.pipeline import DemoRunError, PipelineRun, run_pipeline
 from router.demo.processes import Processes
 from router.demo.report import render_markdown, routing_report, spark_plot, write_json
 from router.demo.source import DemoInput, build_input
@@ -64,14 +64,11 @@ class _Spark:
         except BaseException as exc:  # reported when the session is needed
             self.error = exc
 
-    def get(self, timeout: float = 600.0) -> Any:
-        """The session once it is warm (raises what stopped it)."""
-        self._thread.join(timeout)
+    def ready(self) -> Any | None:
+        """The session once it is warm, else ``None`` (raises :class:`DemoRunError` if it failed)."""
         if self.error is not None:
-            raise RuntimeError(f"Spark did not start: {self.error}") from self.error
-        if self.session is None:
-            raise RuntimeError(f"Spark did not start within {timeout:.0f} s")
-        return self.session
+            raise DemoRunError(f"Spark did not start: {self.error}") from self.error
+        return None if self._thread.is_alive() else self.session
 
     def stop(self) -> None:
         """Stop the session (after the warm-up thread ended)."""
@@ -80,7 +77,7 @@ class _Spark:
             self.session.stop()
 
 
-def _warm_up(session: Any, plan: RunPlan, data: DemoInput, rounds: int = 3, size: int = 1_000) -> None:
+def _warm_up(session: Any, plan: RunPlan, data: DemoInput, rounds: int = 2, size: int = 1_000) -> None:
     """Run the job's code paths on a throw-away route for a few micro-batches (Python workers, JIT)."""
     from connectors.admin import ensure_route_topics
     from spark_consumers.feed import produce_routed
@@ -121,6 +118,7 @@ def _run_doc(
             "produce_seconds": run.produce_end - run.produce_start,
             "drain_seconds": run.spark_end - run.produce_end,
         },
+        "sync": checks.sync_summary(run),
         "exactness": {**exact.as_dict(), "wrong": exact.mismatching + exact.missing + exact.extra},
         "batches": [b.__dict__ for b in run.batches],
     }  # fmt: skip
@@ -180,7 +178,7 @@ def run_demo(opts: DemoOptions, command: str = "skewroute demo", view: LiveView 
                 ports = tuple(free_port() for _ in range(opts.routers))
                 plan = plan_run(opts, label, prefix, bootstrap, ports)
                 runs[label] = run_pipeline(
-                    plan, data, spark.get, procs, routers=opts.routers, rate=opts.rate, timeout_s=opts.timeout_s,
+                    plan, data, spark.ready, procs, routers=opts.routers, rate=opts.rate, timeout_s=opts.timeout_s,
                     on_tick=view.update,
                 )  # fmt: skip
                 view.note(
