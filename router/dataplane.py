@@ -7,18 +7,23 @@ them, then commit the raw offsets. Nothing is committed before its outputs are a
 replays (at-least-once; consumers deduplicate on the source position ``(tp, p, o)``). With
 ``delivery=exactly_once`` the batch's outputs and its offsets go in one Kafka transaction instead.
 
+One batch is in flight at a time and its delivery overlaps the next batch's CPU work::
+
+    consume N+1 -> extract + assign N+1 -> wait for N's acks, commit N -> produce N+1 -> consume N+2 ...
+
+(batch N+1 is produced only after N is committed, so a failure never commits past an unacknowledged record).
+
 Several workers of a deployment share the raw partitions through the consumer group
-``<app_id>.<route>``. A rebalance happens inside ``consume()``, i.e. between batches, when everything
-consumed so far is delivered and committed, so no batch straddles it. The partitioner instance is kept
-across rebalances: its state is this worker's local view of the load it sent to the combiners (which
-is still true), and keys of newly assigned raw partitions are simply new input.
+``<app_id>.<route>``. A rebalance happens inside ``consume()``, i.e. between batches; the revoke callback
+first delivers and commits the batch in flight, so no partition moves with uncommitted work. The partitioner
+instance is kept across rebalances: its state is this worker's local view of the load it sent to the
+combiners (which is still true), and keys of newly assigned raw partitions are simply new input.
 Other threads (e.g. a Dalton sync service) touch the partitioner only through :meth:`RouteDataPlane.submit`,
 which runs the call on the data-plane thread between two batches.
 """
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import logging
 import queue
@@ -34,68 +39,33 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from connectors.kafka import make_consumer, make_producer
 from router.extract import BadRecord, Extracted, Extractor
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
-from router.partitioners import Partitioner, create
-from schemas.records import DeadLetter, encode_routed
+from router.plane_parts import (
+    ATTEMPTS,
+    CONSUMER_TUNING,
+    PASSTHROUGH,
+    PRODUCER_TUNING,
+    DataPlaneStats,
+    DeliveryError,
+    dead_letter,
+    make_partitioner,
+)
+from schemas.records import encode_routed
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 __all__ = ["PASSTHROUGH", "DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
 
 log = logging.getLogger("router.dataplane")
 
-#: Pseudo partitioner name for benchmarks: combiner = source partition mod n (no partitioner work).
-PASSTHROUGH = "passthrough"
-#: Consumer settings of the data plane (large fetches: the loop wants whole batches at once).
-CONSUMER_TUNING: dict[str, Any] = {
-    "fetch.max.bytes": 64 * 1024 * 1024,
-    "max.partition.fetch.bytes": 8 * 1024 * 1024,
-    "queued.max.messages.kbytes": 256 * 1024,
-    "enable.auto.offset.store": False,
-    "enable.partition.eof": False,
-}
-_ATTEMPTS = 5
-PRODUCER_TUNING: dict[str, Any] = {
-    "linger.ms": 5,
-    "batch.size": 1_000_000,
-    "batch.num.messages": 100_000,
-    "delivery.report.only.error": True,  # the delivery callback sees failures only: no per-record callback cost
-}
 
+@dataclass(slots=True)
+class _Batch:
+    """A batch between produce and commit."""
 
-class DeliveryError(RuntimeError):
-    """Kafka did not acknowledge routed records after retries (the batch's offsets stay uncommitted)."""
-
-
-@dataclass
-class DataPlaneStats:
-    """Counters the benchmark and the tests read (the metrics carry the same numbers)."""
-
-    consumed: int = 0
-    routed: int = 0
-    dead: int = 0
-    batches: int = 0
-    first_consumed: float | None = None  # time.monotonic() when the first record arrived
-    last_acked: float | None = None  # time.monotonic() after the last batch was acknowledged
-    first_cpu: float | None = None  # time.process_time() (all threads of the process) at first_consumed
-    last_cpu: float | None = None  # time.process_time() at last_acked
-    partitioner_s: float = 0.0  # inside Partitioner.assign
-    # wall time per phase of the batch loop (per batch, not per record: cheap to keep)
-    extract_s: float = 0.0
-    assign_s: float = 0.0  # assign + window metrics + offsets to commit
-    produce_s: float = 0.0  # encode + produce() (the transaction's whole time goes to deliver_s)
-    deliver_s: float = 0.0  # flush + commit
-
-
-def make_partitioner(route: RouteSettings, name: str | None = None) -> Partitioner | None:
-    """The route's partitioner (``None`` for :data:`PASSTHROUGH`)."""
-    name = name or route.partitioner.name
-    if name == PASSTHROUGH:
-        return None
-    params = route.partitioner.params()
-    if route.partitioner.name == "custom":
-        name = getattr(route.partitioner, "plugin", name)
-    elif name != route.partitioner.name:
-        params = {}
-    return create(name, route.combiners, window=route.window.size, slide=route.window.slide, seed=route.seed, **params)
+    offsets: list[TopicPartition]
+    consumed: int
+    routed: int
+    dead: int
+    started: float  # perf_counter() when it was consumed
 
 
 class RouteDataPlane:
@@ -133,6 +103,7 @@ class RouteDataPlane:
         self._stop = threading.Event()
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
         self._failed: list[Message] = []
+        self._pending: _Batch | None = None  # produced, not yet acknowledged/committed
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.assignment: set[int] = set()
@@ -174,8 +145,9 @@ class RouteDataPlane:
                 while not self._stop.is_set():
                     self._run_calls()
                     self._batch()
+                self._complete()  # clean stop: the last batch is delivered and committed
             finally:
-                self._close()
+                self._close()  # after a failure: the batch in flight stays uncommitted (replayed)
         except BaseException as exc:  # reported to the supervising service, which stops the worker
             self.error = exc
             log.exception(
@@ -232,7 +204,8 @@ class RouteDataPlane:
         log.info("route %s: assigned %s", self.route.route_name, sorted(p.partition for p in parts))
 
     def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        # called inside consume(): the previous batch is delivered and committed; nothing is in flight
+        # called inside consume(), between batches: commit the batch in flight before the partitions move
+        self._complete()
         self.assignment -= {p.partition for p in parts}
         self.metrics.assigned.set(len(self.assignment))
         self.metrics.rebalances.inc()
@@ -243,8 +216,10 @@ class RouteDataPlane:
             self._failed.append(msg)
 
     def _batch(self) -> None:
+        """One turn of the loop; the previous batch's delivery overlaps this batch's extract + assign."""
         msgs = self.consumer.consume(self.router.batch_max_records, self.router.batch_timeout_ms / 1000)
         if not msgs:
+            self._complete()  # idle: finish the batch in flight now
             return
         t0 = time.perf_counter()
         if any(m.error() is not None for m in msgs):
@@ -254,39 +229,52 @@ class RouteDataPlane:
             msgs = [m for m in msgs if m.error() is None]
             if not msgs:
                 return
-        if self.stats.first_consumed is None:
-            self.stats.first_consumed = time.monotonic()
-            self.stats.first_cpu = time.process_time()
         st = self.stats
+        if st.first_consumed is None:
+            st.first_consumed = time.monotonic()
+            st.first_cpu = time.process_time()
         ext = self.extractor.extract(msgs)
         t1 = time.perf_counter()
         combiners = self._assign(ext)
-        offsets = self._next_offsets(ext)
-        t2 = t3 = time.perf_counter()
+        batch = _Batch(self._next_offsets(ext), len(msgs), len(ext), len(ext.bad), t0)
+        t2 = time.perf_counter()
+        self._complete()  # the previous batch was in flight until now: wait for its acks, commit its offsets
+        t3 = time.perf_counter()
         if self.exactly_once:
-            self._transact(ext, combiners, offsets)
+            self._transact(ext, combiners, batch.offsets)
+            self._done(batch)
         else:
             self._produce(ext, combiners)
             self._dead_letter(ext.bad)
-            t3 = time.perf_counter()
-            self._deliver(offsets)
-        t4 = time.perf_counter()
+            self._pending = batch
         st.extract_s += t1 - t0
         st.assign_s += t2 - t1
-        st.produce_s += t3 - t2
-        st.deliver_s += t4 - t3
-        n = len(msgs)
-        st.consumed += n
-        st.routed += len(ext)
-        st.dead += len(ext.bad)
+        st.produce_s += time.perf_counter() - t3
+
+    def _complete(self) -> None:
+        """Deliver and commit the batch in flight, if any (also on revoke and on a clean stop)."""
+        batch = self._pending
+        if batch is None:
+            return
+        t = time.perf_counter()
+        self._deliver(batch.offsets)
+        self._pending = None
+        self.stats.deliver_s += time.perf_counter() - t
+        self._done(batch)
+
+    def _done(self, batch: _Batch) -> None:
+        """Account for a batch whose outputs are acknowledged and whose offsets are committed."""
+        st, rm = self.stats, self.metrics
+        st.consumed += batch.consumed
+        st.routed += batch.routed
+        st.dead += batch.dead
         st.batches += 1
         st.last_acked = time.monotonic()
         st.last_cpu = time.process_time()
-        rm = self.metrics
-        rm.tuples_in.inc(n)
-        rm.tuples_out.inc(len(ext))
+        rm.tuples_in.inc(batch.consumed)
+        rm.tuples_out.inc(batch.routed)
         rm.batches.inc()
-        rm.batch_seconds.observe(time.perf_counter() - t0)
+        rm.batch_seconds.observe(time.perf_counter() - batch.started)
         if self.stop_after is not None and st.consumed >= self.stop_after:
             self._stop.set()
 
@@ -331,21 +319,9 @@ class RouteDataPlane:
     def _dead_letter(self, bad: list[BadRecord]) -> None:
         dlq, route = self.route.dlq_topic_name, self.route.route_name
         for b in bad:
-            m, e = b.message, b.error
-            kind, ts = m.timestamp()
-            key, value = m.key(), m.value()
-            dl = DeadLetter(
-                route=route,
-                error=str(e),
-                field=e.field,
-                topic=m.topic() or self.route.raw_topic,
-                partition=m.partition() or 0,
-                offset=m.offset() or 0,
-                timestamp=ts if kind != 0 else None,
-                key_b64=base64.b64encode(key).decode() if key is not None else None,
-                value_b64=base64.b64encode(value).decode() if value is not None else None,
-            )
-            self.producer.produce(dlq, dl.model_dump_json().encode(), key, partition=0)
+            e = b.error
+            dl = dead_letter(route, self.route.raw_topic, b)
+            self.producer.produce(dlq, dl.model_dump_json().encode(), b.message.key(), partition=0)
             self.metrics.dead_lettered(e.field)
             log.debug("route %s: dead-lettered %s", route, dl.error, extra={"route": route, "offset": dl.offset})
 
@@ -361,7 +337,7 @@ class RouteDataPlane:
     def _deliver(self, offsets: list[TopicPartition]) -> None:
         """Wait until Kafka acknowledged the batch (re-sending failures), then commit its offsets."""
         deadline = time.monotonic() + self.router.shutdown_timeout_s
-        for attempt in range(_ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             while self.producer.flush(1.0) > 0:
                 if self._stop.is_set() and time.monotonic() > deadline:
                     raise DeliveryError("stopping with undelivered records; their offsets stay uncommitted")
@@ -375,11 +351,11 @@ class RouteDataPlane:
             time.sleep(0.1 * (attempt + 1))
             for m in failed:
                 self.producer.produce(m.topic(), m.value(), m.key(), partition=m.partition())  # type: ignore[arg-type]
-        raise DeliveryError(f"route {self.route.route_name}: records not acknowledged after {_ATTEMPTS} attempts")
+        raise DeliveryError(f"route {self.route.route_name}: records not acknowledged after {ATTEMPTS} attempts")
 
     def _transact(self, ext: Extracted, combiners: np.ndarray, offsets: list[TopicPartition]) -> None:
         """One Kafka transaction: the routed records, the dead letters and the raw offsets."""
-        for _ in range(_ATTEMPTS):
+        for _ in range(ATTEMPTS):
             self.producer.begin_transaction()
             try:
                 self._produce(ext, combiners)
@@ -398,4 +374,4 @@ class RouteDataPlane:
             if self._failed:  # cannot happen after a successful commit; never silently drop
                 raise DeliveryError(f"{len(self._failed)} records failed inside a committed transaction")
             return
-        raise DeliveryError(f"route {self.route.route_name}: transaction failed {_ATTEMPTS} times")
+        raise DeliveryError(f"route {self.route.route_name}: transaction failed {ATTEMPTS} times")
