@@ -272,17 +272,17 @@ class Extractor:
         Anything unusual about a record falls back to :meth:`_one`, which gives the exact answer or error.
         """
         out = Extracted()
-        keys, times, measures, values = out.keys, out.times, out.measures, out.values
-        parts, offs, bad = out.partitions, out.offsets, out.bad
-        limit, kmax, one = self.max_record_bytes, self._max_key_chars, self._one
+        add_key, add_time, add_value = out.keys.append, out.times.append, out.values.append
+        add_part, add_off, bad = out.partitions.append, out.offsets.append, out.bad
+        limit, kmax, one, loads, is_str = self.max_record_bytes, self._max_key_chars, self._one, _loads, str
         for m in messages:
             v = m.value()
             try:
                 if v is None or len(v) > limit:
                     raise ValueError
-                k = _loads(v)[name]
+                k = loads(v)[name]
                 kind, t = m.timestamp()
-                if type(k) is not str or not k or len(k) > kmax or kind == 0 or t < 0:
+                if type(k) is not is_str or not k or len(k) > kmax or kind == 0 or t < 0:
                     raise ValueError
             except Exception:
                 try:
@@ -290,10 +290,10 @@ class Extractor:
                 except RecordError as err:
                     bad.append(BadRecord(m, err))
                     continue
-            keys.append(k)
-            times.append(t)
-            measures.append(None)
-            values.append(v)
-            parts.append(m.partition())  # type: ignore[arg-type]
-            offs.append(m.offset())  # type: ignore[arg-type]
+            add_key(k)
+            add_time(t)
+            add_value(v)
+            add_part(m.partition())  # type: ignore[arg-type]
+            add_off(m.offset())  # type: ignore[arg-type]
+        out.measures = [None] * len(out.keys)
         return out
