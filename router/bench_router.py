@@ -279,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if broker is not None:
             broker.stop()
+    load1 = os.getloadavg()
     lines = _table(results, names)
     print("\n".join(lines))
     hot_n = min(args.n, 200_000)
@@ -301,7 +302,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.combiners} combiners, batches of {args.batch:,}, count window 60000/1000, at-least-once delivery, "
         f"{args.rounds} rounds (configurations interleaved). Machine: {os.cpu_count()} CPUs, "
         f"{platform.python_implementation()} {platform.python_version()}, broker = embedded Tansu on the same "
-        f"machine; load average at start {load0[0]:.2f}.",
+        f"machine; 1-min load average {load0[0]:.2f} at the start and {load1[0]:.2f} after the end-to-end runs "
+        "(anything above ~2 means other processes competed for the 2 cores: compare the per-CPU-second column).",
         "",
         "End-to-end rate = records / (time the last routed record of the topic was acknowledged and its offsets "
         "committed - time the first record was consumed); the group join before the first record is excluded. "
