@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,6 +65,7 @@ def demo(
         live=live,
     )
     command = "skewroute demo " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["demo"] else "skewroute demo"
+    signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: every started process is stopped
     try:
         result = run_demo(opts, command.strip())
     except KeyboardInterrupt:
@@ -76,6 +78,10 @@ def demo(
     console.print(f"report: {result.markdown} ({result.json.name}, {', '.join(p.name for p in result.plots)})")
     if not result.exact:
         raise typer.Exit(1)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def register(app: typer.Typer) -> None:

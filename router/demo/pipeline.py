@@ -26,7 +26,7 @@ from router.demo.source import DemoInput, Producer
 from schemas.exceptions import SkewrouteError
 from spark_consumers.observability import BatchStats
 
-__all__ = ["DemoRunError", "PipelineRun", "Progress", "WorkerView", "run_pipeline"]
+__all__ = ["DemoRunError", "PipelineRun", "Progress", "WorkerView", "run_pipeline", "stop_query"]
 
 
 class DemoRunError(SkewrouteError):
@@ -208,7 +208,7 @@ def run_pipeline(
         if follow.producer is not None:
             follow.producer.stop()
         if follow.handle is not None:
-            follow.handle.stop()
+            stop_query(follow.handle)
         procs.stop_many(workers)
     producer = follow.producer
     assert producer is not None and producer.first_s is not None and producer.done_s is not None
@@ -219,6 +219,14 @@ def run_pipeline(
         _combiner_records(plan, total), _results(plan), _count(plan, plan.route.dlq_topic_name),
         _control_messages(plan),
     )  # fmt: skip
+
+
+def stop_query(handle: Any, wait_s: float = 15.0) -> None:
+    """Stop a streaming query between two triggers (interrupting a running trigger makes Spark print errors)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and handle.query.isActive and handle.query.status.get("isTriggerActive"):
+        time.sleep(0.1)
+    handle.stop()
 
 
 def _combiner_records(plan: RunPlan, total: int) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from connectors.broker import EmbeddedBroker, free_port
 from router.demo import checks
 from router.demo.live import LiveView
 from router.demo.options import DemoOptions, RunPlan, plan_run
-from router.demo.pipeline import DemoRunError, PipelineRun, run_pipeline
+from router.demo.pipeline import DemoRunError, PipelineRun, run_pipeline, stop_query
 from router.demo.processes import Processes
 from router.demo.report import render_markdown, routing_report, spark_plot, write_json
 from router.demo.source import DemoInput, build_input
@@ -71,10 +71,10 @@ class _Spark:
         return None if self._thread.is_alive() else self.session
 
     def stop(self) -> None:
-        """Stop the session (after the warm-up thread ended)."""
-        self._thread.join(60)
+        """Stop the session (a warm-up still running then fails and ends its thread)."""
         if self.session is not None:
             self.session.stop()
+        self._thread.join(30)
 
 
 def _warm_up(session: Any, plan: RunPlan, data: DemoInput, rounds: int = 2, size: int = 1_000) -> None:
@@ -98,7 +98,7 @@ def _warm_up(session: Any, plan: RunPlan, data: DemoInput, rounds: int = 2, size
                     raise RuntimeError(f"warm-up query: {handle.query.exception() or 'timed out'}")
                 time.sleep(0.2)
     finally:
-        handle.stop()
+        stop_query(handle)
 
 
 def _run_doc(
