@@ -69,6 +69,10 @@ class BenchResult:
         """Straggler ratio of every data batch."""
         return [b.straggler_ratio for b in self.batches if b.input_rows and b.straggler_ratio is not None]
 
+    def record_ratio(self) -> list[float]:
+        """Max/median records per combiner task of every data batch."""
+        return [b.record_ratio for b in self.batches if b.input_rows and b.record_ratio is not None]
+
     def partials(self) -> list[int]:
         """Shuffled partials of every data batch."""
         return [b.shuffled_partials for b in self.batches if b.input_rows]
@@ -156,20 +160,23 @@ def render_markdown(results: list[BenchResult], params: dict[str, object]) -> st
         "",
         "Parameters: " + ", ".join(f"{k}={v}" for k, v in params.items()),
         "",
-        "| routing | steady rec/s | all-batch rec/s | straggler ratio per batch (max/median task) | "
-        "shuffled partials per batch | partials vs hash |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| routing | steady rec/s | all-batch rec/s | straggler ratio per batch (max/median task time) | "
+        "median straggler | max/median task records | shuffled partials per batch | partials vs hash |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     hash_partials = next((sum(r.partials()) for r in results if r.partitioner == "hash" and r.partials()), None)
     for r in results:
         if r.error and not r.batches:
-            lines.append(f"| {r.partitioner} | n/a | n/a | n/a ({r.error[:60]}) | n/a | n/a |")
+            lines.append(f"| {r.partitioner} | n/a | n/a | n/a ({r.error[:60]}) | n/a | n/a | n/a | n/a |")
             continue
         strag = ", ".join(f"{x:.2f}" for x in r.straggler()) or "n/a"
         parts = ", ".join(f"{x:,}" for x in r.partials()) or "n/a"
         rel = f"{sum(r.partials()) / hash_partials:.2f}x" if hash_partials and r.partials() else "n/a"
+        med = _fmt(statistics.median(r.straggler()), ".2f") if r.straggler() else "n/a"
+        recs = ", ".join(f"{x:.2f}" for x in r.record_ratio()) or "n/a"
         lines.append(
-            f"| {r.partitioner} | {_fmt(r.steady_rate)} | {_fmt(r.overall_rate)} | {strag} | {parts} | {rel} |"
+            f"| {r.partitioner} | {_fmt(r.steady_rate)} | {_fmt(r.overall_rate)} | {strag} | {med} | {recs} "
+            f"| {parts} | {rel} |"
         )
     lines += ["", "Per batch (records, batch ms, combiner task ms by combiner):", ""]
     for r in results:
@@ -179,9 +186,6 @@ def render_markdown(results: list[BenchResult], params: dict[str, object]) -> st
                     f"- {r.partitioner} batch {b.batch_id}: {b.input_rows:,} records, {b.batch_ms} ms, "
                     f"tasks {b.combiner_task_ms}, records {b.combiner_records}"
                 )
-    med = [statistics.median(r.straggler()) for r in results if r.straggler()]
-    if med:
-        lines += ["", f"Median straggler ratio over algorithms: {statistics.median(med):.2f}"]
     return "\n".join(lines) + "\n"
 
 

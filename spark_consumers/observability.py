@@ -8,7 +8,9 @@ the UI disabled). Task ``i`` of that stage is combiner ``i`` (the source plans p
 
 Per batch it records: ``combiner_task_ms`` (executor run time per combiner), ``combiner_records`` (records read
 per combiner), ``shuffled_partials`` (shuffle records written by the combiner stage = partial aggregates sent
-to reducers), ``straggler_ratio`` = max / median combiner task time, rows dropped by the watermark. Each batch
+to reducers), ``straggler_ratio`` = max / median combiner task time, ``record_ratio`` = max / median records
+per combiner task (the same ratio in records: what the straggler ratio would be on quiet, dedicated cores),
+rows dropped by the watermark. Each batch
 is appended as one JSON line to the progress log and published as Prometheus metrics.
 """
 
@@ -53,6 +55,7 @@ class BatchStats:
     combiner_records: list[int] = field(default_factory=list)
     shuffled_partials: int = 0
     straggler_ratio: float | None = None
+    record_ratio: float | None = None
     rows_dropped_by_watermark: int = 0
     state_rows: int = 0
     phase_ms: dict[str, int] = field(default_factory=dict)
@@ -173,6 +176,8 @@ class CombinerMetricsListener(StreamingQueryListener):
             stats.shuffled_partials = sum(t["shuffle_written"] for t in tasks)
             med = statistics.median(stats.combiner_task_ms)
             stats.straggler_ratio = round(max(stats.combiner_task_ms) / med, 3) if med > 0 else None
+            med_rec = statistics.median(stats.combiner_records)
+            stats.record_ratio = round(max(stats.combiner_records) / med_rec, 3) if med_rec > 0 else None
         self._publish(stats)
 
     def _publish(self, s: BatchStats) -> None:
