@@ -45,8 +45,8 @@ class PartitionerPort(Protocol):
         """The partitioner's ``sync_payload()`` (enters AWAIT), or ``None`` if it cannot be reached now."""
         ...
 
-    def apply(self, message: dict[str, Any], dsync: float) -> None:
-        """``apply_global(message)``; ``dsync`` is the interval the routers use from now on."""
+    def apply(self, message: dict[str, Any], dsync: float, members: int = 2) -> None:
+        """``apply_global(message)``; ``dsync``: the interval from now on; ``members``: routers in the round."""
         ...
 
     def refresh(self) -> None:
@@ -106,15 +106,16 @@ class DirectPort:
             stats.prev_load = self.global_load
             self._gl_window = stats.index
 
-    def apply(self, message: dict[str, Any], dsync: float) -> None:
-        """``apply_global(message)`` and the key-forwarding policy for the new DSYNC."""
+    def apply(self, message: dict[str, Any], dsync: float, members: int = 2) -> None:
+        """``apply_global(message)`` and the key-forwarding policy (Sec. 4.2) for ``members`` routers."""
         p = self.partitioner
         self._advance()
         p.apply_global(message)
         if message.get("global_load"):
             self.global_load = int(message["global_load"])
             self._gl_window = p.stats.index
-        allowed = self.forwarding and forwarding_allowed(dsync, float(p.slide), self.slide_comparable)
+        alone = members <= 1
+        allowed = self.forwarding and (alone or forwarding_allowed(dsync, float(p.slide), self.slide_comparable))
         if p.key_forwarding and not allowed:
             p._forward = np.zeros(0, dtype=bool)  # the partitioner keeps the last batch's flags when off
         p.key_forwarding = allowed

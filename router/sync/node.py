@@ -203,7 +203,7 @@ class SyncNode:
             update = self.client.accept_global(msg, now)
             if update is not None:
                 try:
-                    self.port.apply(update, self.client.dsync)
+                    self.port.apply(update, self.client.dsync, len(msg.members))
                 except (ValueError, KeyError, TypeError) as exc:
                     self._ignore("unusable global", str(exc))
                 else:

@@ -56,9 +56,9 @@ class PlanePort:
             fut.cancel()  # not started: the partitioner stays in its state
             return None
 
-    def apply(self, message: dict[str, Any], dsync: float) -> None:
+    def apply(self, message: dict[str, Any], dsync: float, members: int = 2) -> None:
         """``apply_global`` on the data-plane thread (queued; the transport does not wait)."""
-        self.plane.submit(lambda: self.direct.apply(message, dsync)).add_done_callback(_log_failure)
+        self.plane.submit(lambda: self.direct.apply(message, dsync, members)).add_done_callback(_log_failure)
 
     def refresh(self) -> None:
         """Keep ``L = GL`` across statistics windows (one call queued at a time)."""

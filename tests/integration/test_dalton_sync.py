@@ -63,8 +63,8 @@ class RecordingPort(DirectPort):
         self.messages: dict[int, dict[str, Any]] = {}
         self.node: SyncNode | None = None
 
-    def apply(self, message: dict[str, Any], dsync: float) -> None:
-        super().apply(message, dsync)
+    def apply(self, message: dict[str, Any], dsync: float, members: int = 2) -> None:
+        super().apply(message, dsync, members)
         assert self.node is not None and self.node.client.last_round >= 0
         rows = self.partitioner.qtable.rows
         assert all(k in rows for k in message["hot"])  # every global hot key is hot here

@@ -130,9 +130,11 @@ def test_key_forwarding_only_with_a_sync_per_slide() -> None:
     port = DirectPort(part)
     port.payload()
     port.apply({}, 2000)
-    assert not part.key_forwarding
+    assert not part.key_forwarding  # several routers, a sync less than once per slide
     port.apply({}, 500)
     assert part.key_forwarding
+    port.apply({}, 2000, members=1)
+    assert part.key_forwarding  # a lone router keeps its setting (the partitioner's own per-slide rule applies)
 
 
 # -- membership -----------------------------------------------------------------------------------------
@@ -168,7 +170,7 @@ class FakePort:
         self.awaiting = True
         return p
 
-    def apply(self, message: dict[str, object], dsync: float) -> None:
+    def apply(self, message: dict[str, object], dsync: float, members: int = 2) -> None:
         self.awaiting = False
         self.applied.append(message)
 
