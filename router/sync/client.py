@@ -45,8 +45,12 @@ class PartitionerPort(Protocol):
         """The partitioner's ``sync_payload()`` (enters AWAIT), or ``None`` if it cannot be reached now."""
         ...
 
-    def apply(self, message: dict[str, Any], dsync: float, members: int = 2) -> None:
-        """``apply_global(message)``; ``dsync``: the interval from now on; ``members``: routers in the round."""
+    def apply(self, message: dict[str, Any], dsync: float, members: int = 2, period: float = 0.0) -> None:
+        """``apply_global(message)``.
+
+        ``dsync``: the interval from now on; ``members``: routers in the round; ``period``: the DSYNC the
+        round's SYNCs were sent at (GL counts the records of that long).
+        """
         ...
 
     def refresh(self) -> None:
@@ -72,19 +76,30 @@ class DirectPort:
     The global load: Alg. 2 line 18 sets ``L = GL`` until the next answer, and the paper maps the
     statistics window to DSYNC. The partitioner's ``apply_global`` sets ``L = GL`` but its next
     statistics-window change replaces it by the router's own load, after which locally frequent but
-    globally cold keys become hot again (and are split until the reducer expires them). :meth:`refresh`,
-    called between batches, puts GL back after every window change (with ``clock``, exactly at the
-    change: the partitioner's windows are advanced to the next tuple's time first).
+    globally cold keys become hot again (and are split until the reducer expires them). And DSYNC adapts
+    while the statistics window does not, so GL (the records of one DSYNC) is rescaled to one statistics
+    window: ``L = GL * stats_window / (period * window_per_clock)``, ``window_per_clock`` being the
+    partitioner's time units per protocol-clock unit (1 in the benchmark, and for time windows over the
+    wall clock of a live stream; ``None`` when they are not comparable, e.g. count windows over Kafka:
+    then ``L = GL``). :meth:`refresh`, called between batches, sets ``L`` again after every window change
+    (with ``clock``, exactly at the change: the partitioner's windows are advanced to the next tuple's
+    time first).
     """
 
     def __init__(
-        self, partitioner: Any, *, slide_comparable: bool = True, clock: Callable[[], float] | None = None
+        self,
+        partitioner: Any,
+        *,
+        slide_comparable: bool = True,
+        clock: Callable[[], float] | None = None,
+        window_per_clock: float | None = 1.0,
     ) -> None:
         self.partitioner = partitioner
         self.forwarding = bool(getattr(partitioner, "key_forwarding", False))  # as configured
         self.slide_comparable = slide_comparable
         self.clock = clock
-        self.global_load: int | None = None
+        self.window_per_clock = window_per_clock
+        self.global_load: int | None = None  # L: the global load of one statistics window
         self._gl_window = -1
 
     def payload(self) -> dict[str, Any] | None:
@@ -97,22 +112,26 @@ class DirectPort:
             p._advance(float(self.clock()))  # time only moves forward: the next batch starts here anyway
 
     def refresh(self) -> None:
-        """Between batches: keep ``L = GL`` in a new statistics window (see the class doc)."""
+        """Between batches: keep the global load estimate in a new statistics window (see the class doc)."""
         if self.global_load is None:
             return
         self._advance()
         stats = self.partitioner.stats
         if stats.index != self._gl_window:
-            stats.prev_load = self.global_load
+            stats.prev_load = self.global_load  # the window change set the router's own load
             self._gl_window = stats.index
 
-    def apply(self, message: dict[str, Any], dsync: float, members: int = 2) -> None:
-        """``apply_global(message)`` and the key-forwarding policy (Sec. 4.2) for ``members`` routers."""
+    def apply(self, message: dict[str, Any], dsync: float, members: int = 2, period: float = 0.0) -> None:
+        """``apply_global(message)``, the global load per window and the key-forwarding policy (Sec. 4.2)."""
         p = self.partitioner
         self._advance()
-        p.apply_global(message)
-        if message.get("global_load"):
-            self.global_load = int(message["global_load"])
+        gl = int(message.get("global_load") or 0)
+        if gl and period > 0 and self.window_per_clock:
+            gl = round(gl * float(p.stats_window) / (period * self.window_per_clock))
+            message = {**message, "global_load": gl}
+        p.apply_global(message)  # sets L = GL
+        if gl:
+            self.global_load = gl
             self._gl_window = p.stats.index
         alone = members <= 1
         allowed = self.forwarding and (alone or forwarding_allowed(dsync, float(p.slide), self.slide_comparable))

@@ -200,10 +200,11 @@ class SyncNode:
             self.reducer.add(msg)
         else:
             self.reducer.observe(msg, now, own=msg.reducer == self.instance)
+            period = self.client.dsync  # the interval the round's SYNCs were sent at
             update = self.client.accept_global(msg, now)
             if update is not None:
                 try:
-                    self.port.apply(update, self.client.dsync, len(msg.members))
+                    self.port.apply(update, self.client.dsync, len(msg.members), period)
                 except (ValueError, KeyError, TypeError) as exc:
                     self._ignore("unusable global", str(exc))
                 else:

@@ -43,8 +43,10 @@ class PlanePort:
     def __init__(self, plane: Any, timeout_s: float = 5.0) -> None:
         self.plane = plane
         self.timeout_s = timeout_s
-        comparable = getattr(plane.route.window, "kind", "time") == "time"  # event ms vs DSYNC ms
-        self.direct = DirectPort(plane.partitioner, slide_comparable=comparable)
+        comparable = getattr(plane.route.window, "kind", "time") == "time"  # event ms vs DSYNC ms (live streams)
+        self.direct = DirectPort(
+            plane.partitioner, slide_comparable=comparable, window_per_clock=1.0 if comparable else None
+        )
         self._refresh: concurrent.futures.Future[Any] | None = None
 
     def payload(self) -> dict[str, Any] | None:
@@ -56,9 +58,10 @@ class PlanePort:
             fut.cancel()  # not started: the partitioner stays in its state
             return None
 
-    def apply(self, message: dict[str, Any], dsync: float, members: int = 2) -> None:
+    def apply(self, message: dict[str, Any], dsync: float, members: int = 2, period: float = 0.0) -> None:
         """``apply_global`` on the data-plane thread (queued; the transport does not wait)."""
-        self.plane.submit(lambda: self.direct.apply(message, dsync, members)).add_done_callback(_log_failure)
+        fut = self.plane.submit(lambda: self.direct.apply(message, dsync, members, period))
+        fut.add_done_callback(_log_failure)
 
     def refresh(self) -> None:
         """Keep ``L = GL`` across statistics windows (one call queued at a time)."""

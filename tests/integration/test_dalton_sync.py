@@ -56,14 +56,15 @@ class RecordingPort(DirectPort):
     """A direct port that remembers each applied round's rows of the global hot keys."""
 
     def __init__(self, partitioner: DaltonPartitioner, next_time: list[int]) -> None:
-        super().__init__(partitioner, clock=lambda: float(next_time[0]))
+        # the stream's time runs at 1000 tuples per 100 ms of the wall clock (the protocol's)
+        super().__init__(partitioner, clock=lambda: float(next_time[0]), window_per_clock=SLIDE / DSYNC_MS)
         self.next_time = next_time  # when this router's next batch starts
         self.rounds: dict[int, dict[int, list[float]]] = {}  # rows after the replay of buffered rewards
         self.messages: dict[int, dict[str, Any]] = {}
         self.node: SyncNode | None = None
 
-    def apply(self, message: dict[str, Any], dsync: float, members: int = 2) -> None:
-        super().apply(message, dsync, members)
+    def apply(self, message: dict[str, Any], dsync: float, members: int = 2, period: float = 0.0) -> None:
+        super().apply(message, dsync, members, period)
         assert self.node is not None and self.node.client.last_round >= 0
         rows = self.partitioner.qtable.rows
         assert all(k in rows for k in message["hot"])  # every global hot key is hot here

@@ -170,7 +170,7 @@ class FakePort:
         self.awaiting = True
         return p
 
-    def apply(self, message: dict[str, object], dsync: float, members: int = 2) -> None:
+    def apply(self, message: dict[str, object], dsync: float, members: int = 2, period: float = 0.0) -> None:
         self.awaiting = False
         self.applied.append(message)
 
@@ -385,3 +385,22 @@ def test_round_held_by_a_dead_reducer_is_closed_again() -> None:
     takeover = next(x for x in bus.stats.rounds if x[2] == "w1")
     assert takeover[1] == 4 and 500 <= takeover[0] <= 500 + 3 * 100 + 150  # the lost round, after the timeout
     assert all(r == i for i, (_, r, _) in enumerate(bus.stats.rounds))
+
+
+def test_port_keeps_the_global_load_per_statistics_window() -> None:
+    part = DaltonPartitioner(N, slide=1000)
+    clock = [0.0]
+    port = DirectPort(part, clock=lambda: clock[0])
+    part.assign(np.arange(100) % 7, np.arange(100))
+    port.payload()
+    port.apply({"global_load": 8000}, 4000, members=3, period=4000)  # 8000 records in 4000 time units
+    assert part.stats.prev_load == 2000  # per statistics window of 1000
+    part.assign(np.arange(100) % 7, np.arange(1000, 1100))  # the next window: the partitioner resets L ...
+    assert part.stats.prev_load == 100
+    clock[0] = 2000.0
+    port.refresh()  # ... and the port sets it back, from the next window on
+    assert part.stats.index == 2 and part.stats.prev_load == 2000
+    unscaled = DirectPort(DaltonPartitioner(N), window_per_clock=None)
+    unscaled.payload()
+    unscaled.apply({"global_load": 8000}, 4000, period=4000)
+    assert unscaled.partitioner.stats.prev_load == 8000  # units not comparable: L = GL
