@@ -5,6 +5,8 @@ conversions), :mod:`.reducer` (the QtableReducer's rounds and DSYNC adaptation),
 (live members, reducer election), :mod:`.node` (all three for one router instance and route).
 Transports: :mod:`.inprocess` (benchmarks: P routers, no broker), :mod:`.kafka` (the control topic: a
 producer and a broadcast reader per worker), :mod:`.service` (attached to a router worker).
+Measurements (``skewroute bench-sync``): :mod:`.experiments` (convergence, DSYNC with a slowed reducer),
+:mod:`.overhead` (control traffic over a real broker), :mod:`.report` (PNG and markdown).
 """
 
 from router.sync.client import DirectPort, PartitionerPort, SyncClient, SyncState
