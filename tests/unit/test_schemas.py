@@ -8,7 +8,16 @@ from schemas.records import RoutedRecord, encode_routed, routed_spark_schema
 def test_fast_encoder_matches_model() -> None:
     raw = b'{"user":"u1","amount":2.5,"tags":["a"]}'
     fast = encode_routed("u1", 1_700_000_000_000, 3, "raw", 2, 41, 2.5, raw)
-    model = RoutedRecord(k="u1", t=1_700_000_000_000, c=3, tp="raw", p=2, o=41, x=2.5, d=orjson.loads(raw))
+    model = RoutedRecord(
+        key="u1",
+        event_time=1_700_000_000_000,
+        combiner=3,
+        topic="raw",
+        partition=2,
+        offset=41,
+        measure=2.5,
+        value=orjson.loads(raw),
+    )
     assert fast == model.to_json()
     back = RoutedRecord.from_json(fast)
     assert (back.key, back.combiner, back.offset, back.measure) == ("u1", 3, 41, 2.5)
