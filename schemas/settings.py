@@ -11,6 +11,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal, Self
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
@@ -322,8 +323,8 @@ class SkewrouteSettings(BaseSettings):
             return cls(**overrides)
         except ValidationError as exc:
             raise ConfigError(format_validation_error(exc)) from None
-        except ValueError as exc:  # YAML/TOML syntax errors
-            raise ConfigError([f"config: {exc}"]) from None
+        except (ValueError, yaml.YAMLError) as exc:  # YAML/TOML syntax errors: one line, no traceback
+            raise ConfigError([f"config: {' '.join(str(exc).split())}"]) from None
         finally:
             _config_file.reset(token)
 

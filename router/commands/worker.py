@@ -27,9 +27,17 @@ LogLevelOpt = typer.Option("info", "--loglevel", "-l", help="Faust's log level")
 UrlOpt = typer.Option(["http://127.0.0.1:6066/metrics"], "--url", "-u", help="a worker's /metrics URL (repeatable)")
 IntervalOpt = typer.Option(1.0, "--interval", "-i", min=0.1, help="seconds between refreshes")
 OnceOpt = typer.Option(False, "--once", help="print one table and exit")
+BrokerWaitOpt = typer.Option(
+    30.0, "--broker-wait", min=0.0, help="seconds to wait for Kafka at start (retries with backoff), then exit 3"
+)
 
 
-def router(config: Path | None = ConfigOpt, web_port: int | None = WebPortOpt, loglevel: str = LogLevelOpt) -> None:
+def router(
+    config: Path | None = ConfigOpt,
+    web_port: int | None = WebPortOpt,
+    loglevel: str = LogLevelOpt,
+    broker_wait: float = BrokerWaitOpt,
+) -> None:
     """Run a router worker: route every configured raw topic until SIGTERM/SIGINT (then flush, commit, leave)."""
     import faust
 
@@ -39,7 +47,7 @@ def router(config: Path | None = ConfigOpt, web_port: int | None = WebPortOpt, l
     try:
         settings = SkewrouteSettings.load(config)
     except ConfigError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(f"[red]{escape(str(exc))}[/]", soft_wrap=True)  # one line per problem, never wrapped
         raise typer.Exit(2) from None
     if not settings.routes:
         console.print("[red]no routes configured[/] (settings: routes: [{raw_topic: ...}])")
@@ -51,13 +59,20 @@ def router(config: Path | None = ConfigOpt, web_port: int | None = WebPortOpt, l
         try:
             make_partitioner(route)
         except SkewrouteError as exc:
-            console.print(f"[red]route {escape(route.route_name)}: {escape(str(exc))}[/]")
+            console.print(f"[red]route {escape(route.route_name)}: {escape(str(exc))}[/]", soft_wrap=True)
             raise typer.Exit(2) from None
+    routes = ", ".join(f"{r.raw_topic} -> {r.combiner_topic_name} [{r.partitioner.name}]" for r in settings.routes)
     console.print(
-        f"router [bold]{settings.router.app_id}[/]: {len(settings.routes)} route(s) "
-        f"({', '.join(f'{r.raw_topic} -> {r.combiner_topic_name} [{r.partitioner.name}]' for r in settings.routes)}); "
-        f"kafka {settings.kafka.redacted()}"
+        f"router [bold]{escape(settings.router.app_id)}[/]: {len(settings.routes)} route(s) ({escape(routes)}); "
+        f"kafka {escape(str(settings.kafka.redacted()))}"
     )
+    from router.preflight import await_broker
+
+    try:
+        await_broker(settings.kafka, broker_wait)
+    except SkewrouteError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(3) from None
     app = create_app(settings, web_port=web_port)
     faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
 
