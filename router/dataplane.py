@@ -49,6 +49,7 @@ from router.plane_parts import (
     dead_letter,
     make_partitioner,
 )
+from schemas.exceptions import BrokerError
 from schemas.records import encode_routed
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
@@ -107,6 +108,7 @@ class RouteDataPlane:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.assignment: set[int] = set()
+        self._committed: dict[int, int] = {}  # raw partition -> the offset this worker committed last
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> RouteDataPlane:
@@ -198,10 +200,33 @@ class RouteDataPlane:
                     fut.set_exception(exc)
 
     def _on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        self._check_committed(consumer, parts)
         self.assignment |= {p.partition for p in parts}
         self.metrics.assigned.set(len(self.assignment))
         self.metrics.rebalances.inc()
         log.info("route %s: assigned %s", self.route.route_name, sorted(p.partition for p in parts))
+
+    def _check_committed(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        """Fail if the group's committed offset of a partition is below the one this worker committed.
+
+        That happens when the broker lost its state (an in-memory broker restarted: topics, records and group
+        offsets are gone, and the consumer would wait silently past the end of the new, empty partitions); the
+        routed records acknowledged before may be gone too, so the worker must not go on as if nothing happened.
+        """
+        mine = {p.partition: self._committed[p.partition] for p in parts if p.partition in self._committed}
+        if not mine:
+            return
+        asked = [TopicPartition(self.route.raw_topic, p) for p in mine]
+        now = {tp.partition: tp.offset for tp in consumer.committed(asked, timeout=10)}
+        lost = {p: (o, now.get(p)) for p, o in mine.items() if now.get(p, -1) < o}  # -1001: no offset at all
+        if lost:
+            p, (o, n) = next(iter(lost.items()))
+            raise BrokerError(
+                f"route {self.route.route_name}: the broker lost the committed offsets of group {self.group_id} "
+                f"on {self.route.raw_topic} (partition {p}: committed {o}, the broker now has "
+                f"{'none' if n is None or n < 0 else n}; {len(lost)} partition(s)): it lost its state (a restart of "
+                f"an in-memory broker?); routed records acknowledged before may be lost. Stopping the worker"
+            )
 
     def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
         # called inside consume(), between batches: commit the batch in flight before the partitions move
@@ -343,6 +368,7 @@ class RouteDataPlane:
                     raise DeliveryError("stopping with undelivered records; their offsets stay uncommitted")
             if not self._failed:
                 self.consumer.commit(offsets=offsets, asynchronous=False)
+                self._committed.update((tp.partition, tp.offset) for tp in offsets)
                 return
             failed, self._failed = self._failed, []
             self.metrics.retries.inc()
@@ -362,6 +388,7 @@ class RouteDataPlane:
                 self._dead_letter(ext.bad)
                 self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
                 self.producer.commit_transaction(self.router.shutdown_timeout_s)
+                self._committed.update((tp.partition, tp.offset) for tp in offsets)
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.fatal() or not (err.txn_requires_abort() or err.retriable()):
