@@ -1,0 +1,132 @@
+"""Router crashes: a worker SIGKILLed mid-stream, then restarted or replaced by the surviving worker of its group.
+
+Every raw record reaches the combiner topic at least once; replays carry the same source position
+``(tp, p, o)``, so deduplicating on it gives back the input exactly. With ``at_least_once`` the replay is the
+batch produced after the last commit; with ``exactly_once`` on Tansu it is the open transaction of the killed
+worker, whose records stay visible after the abort (see deploy/OPERATIONS.md, "Delivery guarantees"). One
+Spark run (dedupe on) over the replayed combiner topic gives the exact aggregates.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from connectors.admin import TopicSpec, ensure_topics
+from connectors.broker import free_port
+from connectors.kafka import make_admin
+from connectors.topic_reader import read_topic
+from router.demo.processes import Child, Processes, router_command
+from router.soak import Verifier, kill_group, worker_config
+from schemas.settings import KafkaSettings, SkewrouteSettings
+from spark_consumers.job import start_job
+from tests.integration.router_support import RAW_PARTITIONS, multiset_in, produce, wait_for, zipf_records
+from tests.integration.spark_support import Rec, assert_same, read_results, reference
+from tests.integration.test_router_shutdown import _routes
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+N = 12_000
+
+
+def _start(procs: Processes, config: Path, port: int, log: Path) -> Child:
+    return procs.start(config.stem, router_command(config, port), log)
+
+
+def _consumed(port: int, route: str) -> int:
+    return int(_routes(port).get("routes", {}).get(route, {}).get("consumed", -1))
+
+
+def _assigned(port: int, route: str) -> list[int]:
+    return list(_routes(port).get("routes", {}).get(route, {}).get("assigned", []))
+
+
+def _check_dedupe(kafka: KafkaSettings, raw: str, verifier: Verifier, records: list) -> int:
+    """Every input position routed at least once; first copy per position == the input. Returns duplicates."""
+    positions = {(raw, i % RAW_PARTITIONS, i // RAW_PARTITIONS) for i in range(len(records))}
+    assert verifier.wait_for(positions, 60), f"{sum(1 for p in positions if p not in verifier.seen)} never routed"
+    verifier.poll(1.0)  # late replays
+    assert set(verifier.seen) == positions  # nothing that was not in the input
+    deduped = Counter((d["k"], orjson.dumps(d["d"])) for d in verifier.first.values())
+    assert deduped == multiset_in(records)
+    return verifier.duplicates
+
+
+def test_sigkill_mid_stream_then_restart_at_least_once(kafka: KafkaSettings, topic: str, tmp_path: Path, spark) -> None:
+    records = zipf_records(N, seed=21)
+    produce(kafka, topic, records)
+    cfg = worker_config(
+        tmp_path / "w1.yaml", kafka.bootstrap_servers, topic, app_id=f"app-{topic}", instance="w1",
+        state_dir=tmp_path / "state", partitioner={"name": "pkg"}, route={"value_field": "i"},
+        router={"batch_max_records": 500, "delivery": "at_least_once"},
+        spark={"dedupe": True, "watermark": "1 hour", "window": "10 seconds", "checkpoint_dir": str(tmp_path / "ck"),
+               "progress_log": str(tmp_path / "progress.jsonl")},
+    )  # fmt: skip
+    port = free_port()
+    verifier = Verifier(kafka, f"{topic}.combiners", 4).keep_values()
+    t0 = time.monotonic()
+    with Processes() as procs:
+        w = _start(procs, cfg, port, tmp_path / "w1.log")
+        wait_for(lambda: _consumed(port, topic) >= 3_000, 60, "the worker to route 3000 records")
+        kill_group(w)
+        procs.children.remove(w)
+        verifier.poll(1.0)
+        before = len(verifier.seen)
+        assert before < N, "the worker finished before the kill; the test did not exercise a crash"
+        w2 = _start(procs, cfg, port, tmp_path / "w1.log")
+        dups = _check_dedupe(kafka, topic, verifier, records)
+        assert w2.running
+    verifier.close()
+    router_s = time.monotonic() - t0
+
+    # one Spark run, dedupe on: the replayed records count once
+    settings = SkewrouteSettings.load(cfg)
+    t1 = time.monotonic()
+    handle = start_job(spark, settings, available_now=True)
+    try:
+        handle.query.awaitTermination(180)
+    finally:
+        handle.stop()
+    assert handle.query.exception() is None
+    raw = {(r.partition, r.offset): r for r in read_topic(kafka, topic, expected=N)}
+    recs = [Rec(orjson.loads(r.value or b"")["key"], r.timestamp, float(orjson.loads(r.value or b"")["i"]))
+            for r in raw.values()]  # fmt: skip
+    assert_same(read_results(kafka, f"{topic}.results"), reference(recs, 10_000, 10_000))
+    print(f"\nrouted before kill {before}/{N}, replayed duplicates {dups}; router phase {router_s:.1f} s, "
+          f"spark {time.monotonic() - t1:.1f} s")  # fmt: skip
+
+
+def test_survivor_takes_over_a_killed_worker_exactly_once(kafka: KafkaSettings, topic: str, tmp_path: Path) -> None:
+    records = zipf_records(N, seed=22)
+    ensure_topics(make_admin(kafka), [TopicSpec(topic, RAW_PARTITIONS)])
+    ports = {"wa": free_port(), "wb": free_port()}
+    cfgs = {
+        name: worker_config(
+            tmp_path / f"{name}.yaml", kafka.bootstrap_servers, topic, app_id=f"app-{topic}", instance=name,
+            state_dir=tmp_path / name, partitioner={"name": "cam"},
+            router={"batch_max_records": 300, "delivery": "exactly_once"},
+        )
+        for name in ports
+    }  # fmt: skip
+    verifier = Verifier(kafka, f"{topic}.combiners", 4).keep_values()
+    with Processes() as procs:
+        wa = _start(procs, cfgs["wa"], ports["wa"], tmp_path / "wa.log")
+        wb = _start(procs, cfgs["wb"], ports["wb"], tmp_path / "wb.log")
+        wait_for(lambda: _assigned(ports["wa"], topic) and _assigned(ports["wb"], topic), 60, "both to be assigned")
+        produce(kafka, topic, records)
+        wait_for(lambda: min(_consumed(ports[n], topic) for n in ports) > 0, 60, "both to route")
+        assert len(_assigned(ports["wa"], topic)) + len(_assigned(ports["wb"], topic)) == RAW_PARTITIONS
+        kill_group(wa)
+        procs.children.remove(wa)
+        killed = time.monotonic()
+        wait_for(lambda: len(_assigned(ports["wb"], topic)) == RAW_PARTITIONS, 30, "wb to take every partition")
+        takeover = time.monotonic() - killed
+        dups = _check_dedupe(kafka, topic, verifier, records)
+        assert wb.running
+    verifier.close()
+    print(f"\ntakeover of the killed worker's partitions after {takeover:.1f} s; duplicates {dups}")
+    assert takeover < 6.0 + 3.0 + 3.0  # session timeout + group join + slack
