@@ -64,7 +64,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"# skewroute demo: {' vs '.join(labels)}",
         "",
         f"Workload: {d['description']} (`{d['workload']}`), {d['records']:,} JSON records produced at "
-        f"{d['rate_label']}. Per partitioner: {d['routers']} router workers, n = {d['combiners']} combiners, "
+        f"{d['rate_label']} (keys from the workload in its order; event time = the demo's clock, "
+        "first record + i / rate; value = a seeded integer 0-999). "
+        f"Per partitioner: {d['routers']} router workers, n = {d['combiners']} combiners, "
         f"m = {d['reducers']} reducers (Spark shuffle partitions), Spark {d['spark_master']} with "
         f"{d['window_s']} s tumbling windows and a {d['trigger_s']:g} s trigger. Routing metrics per "
         f"{d['metric_window_ms']:,} ms event-time window (shared ALGORITHMS.md definitions), from the combiner "
