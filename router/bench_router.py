@@ -125,19 +125,54 @@ def _run_child(args: argparse.Namespace, raw: str, name: str) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def _hotpath(n: int, names: list[str], batch: int, combiners: int) -> list[str]:
+def _hotpath_once(msgs: list[Any], name: str, batch: int, combiners: int) -> list[float]:
+    """Thread CPU seconds of extract, assign, encode+produce over ``msgs`` for one configuration."""
+    from confluent_kafka import Producer
+
+    from router.dataplane import PASSTHROUGH, make_partitioner
+    from router.extract import Extractor
+    from schemas.records import encode_routed
+    from schemas.settings import RouteSettings
+
+    route = RouteSettings(
+        raw_topic="raw",
+        combiners=combiners,
+        window={"kind": "count", "size": 60_000, "slide": 1_000},
+        partitioner={"name": "hash" if name == PASSTHROUGH else name},
+    )
+    part = make_partitioner(route, name)
+    ex = Extractor(route)
+    prod = Producer({"bootstrap.servers": "127.0.0.1:1", "queue.buffering.max.messages": 2 * len(msgs) + 10,
+                     "queue.buffering.max.kbytes": 4_000_000, "message.timeout.ms": 600_000})  # fmt: skip
+    t_ex = t_as = t_pr = 0.0
+    for lo in range(0, len(msgs), batch):
+        chunk = msgs[lo : lo + batch]
+        a = time.thread_time()
+        e = ex.extract(chunk)
+        b = time.thread_time()
+        if part is None:
+            cs = (np.asarray(e.partitions, dtype=np.int32) % combiners).tolist()
+        else:
+            cs = part.assign(e.keys).tolist()
+        c = time.thread_time()
+        for k, t, cc, p, o, x, v in zip(e.keys, e.times, cs, e.partitions, e.offsets, e.measures, e.values,
+                                        strict=True):  # fmt: skip
+            prod.produce("out", encode_routed(k, t, cc, "raw", p, o, x, v), k, partition=cc)
+        d = time.thread_time()
+        t_ex, t_as, t_pr = t_ex + b - a, t_as + c - b, t_pr + d - c
+    prod.purge()
+    return [t_ex, t_as, t_pr]
+
+
+def _hotpath(n: int, names: list[str], batch: int, combiners: int, repeats: int = 3) -> list[str]:
     """Per-record CPU cost of each phase of the batch loop, without a broker (thread CPU time).
 
     Real ``confluent_kafka.Message`` objects are built in memory; produce() goes to a producer whose broker
     does not exist (librdkafka queues the records), so only the worker's own Python/C work is measured.
     """
-    from confluent_kafka import Message, Producer
+    from confluent_kafka import Message
 
     from connectors.workloads import zipf_probabilities
-    from router.dataplane import PASSTHROUGH, make_partitioner
-    from router.extract import Extractor
-    from schemas.records import encode_routed
-    from schemas.settings import RouteSettings
 
     out = [
         "| workload | configuration | extract | assign | encode + produce | total µs/tuple | tuples per CPU-second |",
@@ -152,35 +187,12 @@ def _hotpath(n: int, names: list[str], batch: int, combiners: int) -> list[str]:
             for i, k in enumerate(keys.tolist())
         ]  # fmt: skip
         for name in names:
-            route = RouteSettings(
-                raw_topic="raw",
-                combiners=combiners,
-                window={"kind": "count", "size": 60_000, "slide": 1_000},
-                partitioner={"name": "hash" if name == PASSTHROUGH else name},
-            )
-            part = make_partitioner(route, name)
-            ex = Extractor(route)
-            prod = Producer({"bootstrap.servers": "127.0.0.1:1", "queue.buffering.max.messages": 2 * n + 10,
-                             "queue.buffering.max.kbytes": 4_000_000, "message.timeout.ms": 600_000})  # fmt: skip
-            t_ex = t_as = t_pr = 0.0
-            clock0 = 0
-            for lo in range(0, n, batch):
-                chunk = msgs[lo : lo + batch]
-                a = time.thread_time()
-                e = ex.extract(chunk)
-                b = time.thread_time()
-                if part is None:
-                    cs = (np.asarray(e.partitions, dtype=np.int32) % combiners).tolist()
-                else:
-                    cs = part.assign(e.keys).tolist()
-                clock0 += len(chunk)
-                c = time.thread_time()
-                for k, t, cc, p, o, x, v in zip(e.keys, e.times, cs, e.partitions, e.offsets, e.measures, e.values,
-                                                strict=True):  # fmt: skip
-                    prod.produce("out", encode_routed(k, t, cc, "raw", p, o, x, v), k, partition=cc)
-                d = time.thread_time()
-                t_ex, t_as, t_pr = t_ex + b - a, t_as + c - b, t_pr + d - c
-            prod.purge()
+            best: list[float] | None = None
+            for _ in range(repeats):  # fresh partitioner each time; the fastest repetition is the least disturbed
+                times = _hotpath_once(msgs, name, batch, combiners)
+                best = times if best is None or sum(times) < sum(best) else best
+            assert best is not None
+            t_ex, t_as, t_pr = best
             total = t_ex + t_as + t_pr
             out.append(
                 f"| {wl} | {name} | {1e6 * t_ex / n:.2f} | {1e6 * t_as / n:.2f} | {1e6 * t_pr / n:.2f} | "
@@ -285,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     hot_n = min(args.n, 200_000)
     print(f"hot path without a broker ({hot_n:,} records per configuration):", flush=True)
     lines += [
-        f"### Hot path without a broker (thread CPU µs per tuple, {hot_n:,} in-memory `confluent_kafka.Message`s)",
+        f"### Hot path without a broker (thread CPU µs per tuple, best of 3, {hot_n:,} in-memory Kafka messages)",
         "",
         "The Python side of the batch loop alone: `Extractor.extract`, `assign` (the partitioner, or the source "
         "partition for pass-through), `encode_routed` + `produce()` into librdkafka's queue. The end-to-end "
