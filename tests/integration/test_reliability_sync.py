@@ -1,0 +1,94 @@
+"""Reducer crash in Dalton sync: the ``skewroute router`` process running the QtableReducer is SIGKILLed.
+
+The in-process version (the reducer's transport closed without a word, rounds go on under the next lowest id)
+is ``test_dalton_sync.py::test_three_routers_converge_over_kafka_and_survive_a_dead_reducer``; this one kills a
+real worker process while records flow: another worker sends GLOBALs within a bounded time (liveness
+timeout max(2 s, 3 x DSYNC) + a couple of DSYNC), the surviving workers keep routing (the sync never blocks
+routing; the consumer group's rebalance after the session timeout pauses it for about one group join), the
+rounds go on with the survivors as members, and every record still reaches the combiner topic.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from connectors.admin import TopicSpec, ensure_topics
+from connectors.broker import free_port
+from connectors.kafka import make_admin
+from connectors.topic_reader import read_topic
+from router.demo.processes import Processes, router_command
+from router.soak import ControlWatcher, RawProducer, Verifier, kill_group, worker_config
+from router.sync.service import LIVENESS_FLOOR_MS
+from schemas.control import GlobalMessage, parse_control
+from schemas.settings import KafkaSettings
+from tests.integration.router_support import RAW_PARTITIONS, wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+DSYNC_MS = 200
+#: dead after the liveness timeout, then the next lowest id closes the pending round within about two DSYNC
+TAKEOVER_BOUND_S = max(LIVENESS_FLOOR_MS, 3 * DSYNC_MS) / 1000 + 2 * DSYNC_MS / 1000 + 1.5
+
+
+def test_killed_reducer_is_replaced_in_bounded_time_and_routing_goes_on(
+    kafka: KafkaSettings, topic: str, tmp_path: Path
+) -> None:
+    control = f"{topic}.control"
+    ensure_topics(make_admin(kafka), [TopicSpec(topic, RAW_PARTITIONS), TopicSpec(control, 1)])
+    names = ["wa", "wb", "wc"]
+    ports = {n: free_port() for n in names}
+    cfgs = {
+        n: worker_config(
+            tmp_path / f"{n}.yaml", kafka.bootstrap_servers, topic, app_id=f"app-{topic}", instance=n,
+            state_dir=tmp_path / n, partitioner={"name": "dalton"},
+            router={"control_topic": control, "dsync_ms": DSYNC_MS, "batch_max_records": 1000},
+        )
+        for n in names
+    }  # fmt: skip
+    producer = RawProducer(kafka, topic, 1500, partitions=RAW_PARTITIONS, seed=4)
+    watcher = ControlWatcher(kafka, control)
+    verifier = Verifier(kafka, f"{topic}.combiners", 4)
+    with Processes() as procs:
+        children = {n: procs.start(n, router_command(cfgs[n], ports[n]), tmp_path / f"{n}.log") for n in names}
+        producer.start()
+
+        def rounds_by_wa_with_all() -> bool:
+            watcher.poll(0.2)
+            verifier.poll(0)
+            return sum(1 for _, red, _ in watcher.globals if red == "wa") >= 5
+
+        wait_for(rounds_by_wa_with_all, 90, "five rounds reduced by wa (the lowest id)")
+        kill_group(children["wa"])
+        procs.children.remove(children["wa"])
+        killed = time.monotonic()
+        flow: list[int] = []  # routed records per second after the kill
+        while time.monotonic() - killed < 12:
+            before = verifier.records
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                verifier.poll(0.1)
+                watcher.poll(0)
+            flow.append(verifier.records - before)
+        takeover = watcher.takeover_after(killed, "wa")
+        producer.stop()
+        assert verifier.wait_for(producer.positions(), 60), "records lost"
+        assert children["wb"].running and children["wc"].running
+    watcher.close()
+    verifier.close()
+    msgs = [parse_control(r.value) for r in read_topic(kafka, control, idle_s=1.0)]
+    globals_ = [m for m in msgs if isinstance(m, GlobalMessage)]
+    after = [g for g in globals_ if g.reducer != "wa" and g.round > max(x.round for x in globals_ if x.reducer == "wa")]
+    print(f"\nreducer takeover after {takeover:.2f} s (bound {TAKEOVER_BOUND_S:.1f} s); routed per second after the "
+          f"kill {flow}; {len(after)} rounds by {sorted({g.reducer for g in after})} after; "
+          f"{len(producer.acked)} records, {verifier.duplicates} duplicates")  # fmt: skip
+    assert takeover is not None and takeover < TAKEOVER_BOUND_S
+    # routing never stopped: the reducer's death does not pause it; the only gap is the consumer group's eager
+    # rebalance once the killed worker's session times out (~3 s join), so every 4 s of the run routed records
+    assert all(sum(flow[i : i + 4]) > 0 for i in range(len(flow) - 3)), flow
+    assert {g.reducer for g in after} == {"wb"} and len(after) >= 10  # learning resumed under the next lowest id
+    assert after[-1].members == ["wb", "wc"]
+    rounds = [g.round for g in after]
+    assert rounds == sorted(rounds) and len(set(rounds)) == len(rounds)
