@@ -266,6 +266,15 @@ class ControlWatcher:
         """Seconds from ``t`` to the first GLOBAL sent by another reducer than ``dead``."""
         return next((at - t for at, red, _ in self.globals if at >= t and red != dead), None)
 
+    def resumed_after(self, t: float, in_flight_s: float = 0.3) -> tuple[float, str] | None:
+        """Seconds from ``t`` (a reducer's death) to the next GLOBAL, and its reducer.
+
+        The next GLOBAL comes from whoever reduces next: another worker after the liveness timeout, or the
+        killed worker itself when it is restarted (same instance id) before that. GLOBALs arriving within
+        ``in_flight_s`` of ``t`` were sent before the kill and do not count.
+        """
+        return next(((at - t, red) for at, red, _ in self.globals if at >= t + in_flight_s), None)
+
     def close(self) -> None:
         """Close the consumer."""
         self._consumer.close()
@@ -306,7 +315,8 @@ class SoakResult:
     producer_failures: int
     kills: int
     reducer_kills: int
-    takeovers_s: list[float] = field(default_factory=list)
+    takeovers_s: list[float] = field(default_factory=list)  # reducer killed -> next GLOBAL (rounds resumed)
+    takeover_by: list[str] = field(default_factory=list)  # "killed->next reducer" per reducer kill
     rounds: int = 0
     events: list[str] = field(default_factory=list)
     spark_exact: bool | None = None
@@ -435,9 +445,10 @@ def _run(o: SoakOptions, bootstrap: str, say: Callable[[str], None]) -> SoakResu
         verifier.wait_for(acked, o.drain_s)
         watcher.poll(1.0)
         for at, dead in reducer_kills:
-            took = watcher.takeover_after(at, dead)
-            if took is not None:
-                result.takeovers_s.append(round(took, 2))
+            resumed = watcher.resumed_after(at)
+            if resumed is not None:
+                result.takeovers_s.append(round(resumed[0], 2))
+                result.takeover_by.append(f"{dead}->{resumed[1]}")
         if o.spark:
             result.spark_exact = _spark_check(kafka, raw, acked, verifier, o.drain_s)
     result.seconds = time.monotonic() - t0

@@ -44,12 +44,13 @@ def soak(
     )  # fmt: skip
     res = run_soak(opts, say=lambda line: console.print(line, markup=False, highlight=False))
     cols = ("records in", "out", "unique out", "lost", "duplicated", "dup. after dedupe", "kills", "reducer kills",
-            "takeover s", "GLOBAL rounds", "spark exact")  # fmt: skip
+            "rounds resumed after s", "GLOBAL rounds", "spark exact")  # fmt: skip
     table = Table(*cols, title=f"soak: {res.seconds:.0f} s")
     table.add_row(
         f"{res.records_in:,}", f"{res.records_out:,}", f"{res.unique_out:,}", str(res.lost), f"{res.duplicated:,}",
         str(res.duplicated_after_dedupe), str(res.kills), str(res.reducer_kills),
-        ", ".join(f"{t:.1f}" for t in res.takeovers_s) or "-", str(res.rounds),
+        ", ".join(f"{t:.1f} ({b})" for t, b in zip(res.takeovers_s, res.takeover_by, strict=True)) or "-",
+        str(res.rounds),
         "-" if res.spark_exact is None else str(res.spark_exact),
     )  # fmt: skip
     console.print(table)
