@@ -9,6 +9,7 @@ record. It then stops the query and the workers and reads back what the checks n
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,8 @@ from schemas.exceptions import SkewrouteError
 from spark_consumers.observability import BatchStats
 
 __all__ = ["DemoRunError", "PipelineRun", "Progress", "WorkerView", "run_pipeline", "stop_query"]
+
+log = logging.getLogger("router.demo")
 
 
 class DemoRunError(SkewrouteError):
@@ -124,6 +127,22 @@ class _Follow:
         self.views = [WorkerView(c.name) for c in workers]
         self.handle: Any = None
         self.producer: Producer | None = None
+        self.start_query: Callable[[], Any] | None = None
+        self.restarts = 0
+
+    def _restart_or_raise(self) -> None:
+        """Start a query that failed before its first micro-batch again (twice at most); else raise.
+
+        On an overloaded machine Spark's Python workers can miss their connect-back timeout.
+        """
+        exc = self.handle.query.exception()
+        if self.handle.stats or self.restarts >= 2 or self.start_query is None:
+            raise DemoRunError(f"the Spark query failed: {exc}")
+        self.restarts += 1
+        log.warning("%s: Spark query failed before its first batch (%s); starting it again", self.plan.label,
+                    str(exc).splitlines()[0])  # fmt: skip
+        self.handle.stop()
+        self.handle = self.start_query()
 
     def tick(self, phase: str, total: int) -> Progress:
         dead = self.procs.failed()
@@ -132,7 +151,7 @@ class _Follow:
         if self.producer is not None and self.producer.error is not None:
             raise DemoRunError(f"producing the input failed: {self.producer.error}")
         if self.handle is not None and self.handle.query.exception() is not None:
-            raise DemoRunError(f"the Spark query failed: {self.handle.query.exception()}")
+            self._restart_or_raise()
         self.views = [
             _scrape(c, f"http://127.0.0.1:{port}/metrics")
             for c, port in zip(self.workers, self.plan.web_ports, strict=True)
@@ -197,7 +216,8 @@ def run_pipeline(
         follow.wait("warming up Spark", len(data), lambda p: spark() is not None, 900)
         session = spark()
         assert session is not None
-        follow.handle = start_job(session, s)
+        follow.start_query = lambda: start_job(session, s)
+        follow.handle = follow.start_query()
         follow.producer = Producer(s.kafka, route.raw_topic, data, rate).start()
         total = len(data)
         budget = timeout_s + (total / rate if rate > 0 else 0)

@@ -51,6 +51,7 @@ class _Spark:
     def __init__(self, plan: RunPlan, data: DemoInput) -> None:
         self.session: Any = None
         self.error: BaseException | None = None
+        self.warm_up_error: str | None = None
         self._thread = threading.Thread(target=self._start, args=(plan, data), name="demo-spark", daemon=True)
         self._thread.start()
 
@@ -60,9 +61,13 @@ class _Spark:
 
             self.session = build_session(plan.settings.spark, "skewroute-demo")
             self.session.sparkContext.setLogLevel("FATAL")  # query failures still surface through the query
-            _warm_up(self.session, plan, data)
         except BaseException as exc:  # reported when the session is needed
             self.error = exc
+            return
+        try:
+            _warm_up(self.session, plan, data)
+        except Exception as exc:  # the session still works; the first measured batch pays for the warm-up
+            self.warm_up_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
     def ready(self) -> Any | None:
         """The session once it is warm, else ``None`` (raises :class:`DemoRunError` if it failed)."""
@@ -181,6 +186,8 @@ def run_demo(opts: DemoOptions, command: str = "skewroute demo", view: LiveView 
                     plan, data, spark.ready, procs, routers=opts.routers, rate=opts.rate, timeout_s=opts.timeout_s,
                     on_tick=view.update,
                 )  # fmt: skip
+                if spark.warm_up_error and len(runs) == 1:
+                    view.note(f"Spark warm-up failed ({spark.warm_up_error}); the first run paid for it")
                 view.note(
                     f"{label}: {runs[label].records:,} records through the pipeline in {runs[label].seconds:.1f} s"
                 )
