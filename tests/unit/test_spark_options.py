@@ -15,7 +15,7 @@ SECURE = KafkaSettings(
     security_protocol="SASL_SSL",
     sasl_mechanism="SCRAM-SHA-512",
     sasl_username="alice",
-    sasl_password="s3cr3t",  # type: ignore[arg-type]
+    sasl_password="s3cr3t",
     ssl_ca_location="/etc/ca.pem",
 )
 
