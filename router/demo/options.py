@@ -9,7 +9,7 @@ the Spark job are started on that file, exactly as an operator would start them.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,6 @@ class DemoOptions:
     seed: int = 1
     timeout_s: float = 600.0  # per partitioner run: longest wait for the pipeline to drain
     live: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def labels(self) -> tuple[str, ...]:
