@@ -49,6 +49,9 @@ def build_session(spark: SparkSettings, app_name: str = "skewroute-spark") -> Sp
         .config("spark.sql.shuffle.partitions", str(spark.shuffle_partitions))
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")  # progress bars garble logs; metrics go to the log
+        # Python data source runners are fresh processes; on an overloaded host they take longer than the default
+        # 15 s to connect back to the JVM ("Python worker failed to connect back").
+        .config("spark.python.authenticate.socketTimeout", "120s")
     )
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit, whose --master wins
         b = b.master(spark.master)
