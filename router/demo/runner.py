@@ -197,11 +197,18 @@ def run_demo(opts: DemoOptions, command: str = "skewroute demo", view: LiveView 
         if broker is not None:
             broker.stop()
     return _write(opts, data, runs, command, bootstrap="embedded Tansu" if opts.bootstrap is None else opts.bootstrap,
-                  seconds=time.monotonic() - started)  # fmt: skip
+                  seconds=time.monotonic() - started, warm_up_error=spark.warm_up_error if spark else None)  # fmt: skip
 
 
 def _write(
-    opts: DemoOptions, data: DemoInput, runs: dict[str, PipelineRun], command: str, *, bootstrap: str, seconds: float
+    opts: DemoOptions,
+    data: DemoInput,
+    runs: dict[str, PipelineRun],
+    command: str,
+    *,
+    bootstrap: str,
+    seconds: float,
+    warm_up_error: str | None,
 ) -> DemoResult:
     width = float(opts.slide_ms)
     quality = {label: checks.routing_quality(r, opts.combiners, opts.reducers, width) for label, r in runs.items()}
@@ -225,7 +232,10 @@ def _write(
         },
         "runs": {label: _run_doc(opts, data, r, quality[label]) for label, r in runs.items()},
     }  # fmt: skip
+    doc["demo"]["spark_warm_up"] = warm_up_error or "ok"
     doc["verdict"] = _verdict(doc, opts.partitioner, opts.baseline)
+    if warm_up_error:
+        doc["verdict"].append(f"Spark warm-up failed ({warm_up_error}): the first run's first micro-batch paid for it")
     md, js = opts.out / "report.md", opts.out / "report.json"
     write_json(doc, js)
     md.write_text(render_markdown(doc), encoding="utf-8")
