@@ -242,6 +242,7 @@ class ControlWatcher:
 
     def __init__(self, kafka: KafkaSettings, topic: str) -> None:
         self.globals: list[tuple[float, str, int]] = []  # (arrival monotonic, reducer, round)
+        self.dsync_ms = 0  # the sync interval of the last GLOBAL (adaptive: the liveness timeout is 3 x DSYNC)
         self._consumer = make_consumer(kafka, f"skewroute-watch-{uuid.uuid4().hex[:10]}", **{"fetch.wait.max.ms": 20})
         self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
 
@@ -256,6 +257,7 @@ class ControlWatcher:
                 continue
             if isinstance(d, dict) and d.get("type") == "global":
                 self.globals.append((time.monotonic(), str(d.get("reducer")), int(d.get("round", -1))))
+                self.dsync_ms = int(d.get("dsync_ms", 0))
 
     @property
     def reducer(self) -> str | None:
@@ -430,7 +432,8 @@ def _run(o: SoakOptions, bootstrap: str, say: Callable[[str], None]) -> SoakResu
                 procs.children.remove(children[victim])
                 del children[victim]
                 pending.append((now + o.restart_after_s, victim))
-                note(f"SIGKILL {victim}{' (the reducer)' if what == 'kill-reducer' else ''}")
+                red = f" (the reducer; DSYNC {watcher.dsync_ms} ms)" if what == "kill-reducer" else ""
+                note(f"SIGKILL {victim}{red}")
             for n, c in list(children.items()):
                 if not c.running:
                     note(f"{n} exited by itself (code {c.proc.returncode}); restarting:\n{c.log_tail(800)}")
