@@ -48,6 +48,7 @@ from router.plane_parts import (
     DeliveryError,
     dead_letter,
     make_partitioner,
+    next_offsets,
 )
 from schemas.exceptions import BrokerError
 from schemas.records import encode_routed
@@ -261,7 +262,7 @@ class RouteDataPlane:
         ext = self.extractor.extract(msgs)
         t1 = time.perf_counter()
         combiners = self._assign(ext)
-        batch = _Batch(self._next_offsets(ext), len(msgs), len(ext), len(ext.bad), t0)
+        batch = _Batch(next_offsets(self.route.raw_topic, ext), len(msgs), len(ext), len(ext.bad), t0)
         t2 = time.perf_counter()
         self._complete()  # the previous batch was in flight until now: wait for its acks, commit its offsets
         t3 = time.perf_counter()
@@ -349,15 +350,6 @@ class RouteDataPlane:
             self.producer.produce(dlq, dl.model_dump_json().encode(), b.message.key(), partition=0)
             self.metrics.dead_lettered(e.field)
             log.debug("route %s: dead-lettered %s", route, dl.error, extra={"route": route, "offset": dl.offset})
-
-    def _next_offsets(self, ext: Extracted) -> list[TopicPartition]:
-        """The offsets to commit: one past the last record (good or bad) of each partition in the batch."""
-        last = dict(zip(ext.partitions, ext.offsets, strict=True))  # offsets ascend per partition: last = max
-        for b in ext.bad:
-            p, o = b.message.partition(), b.message.offset()
-            if p is not None and o is not None and o > last.get(p, -1):
-                last[p] = o
-        return [TopicPartition(self.route.raw_topic, p, o + 1) for p, o in last.items()]
 
     def _deliver(self, offsets: list[TopicPartition]) -> None:
         """Wait until Kafka acknowledged the batch (re-sending failures), then commit its offsets."""

@@ -6,7 +6,9 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-from router.extract import BadRecord
+from confluent_kafka import TopicPartition
+
+from router.extract import BadRecord, Extracted
 from router.partitioners import Partitioner, create
 from schemas.records import DeadLetter
 from schemas.settings import RouteSettings
@@ -20,6 +22,7 @@ __all__ = [
     "DeliveryError",
     "dead_letter",
     "make_partitioner",
+    "next_offsets",
 ]
 
 #: Pseudo partitioner name for benchmarks: combiner = source partition mod n (no partitioner work).
@@ -94,3 +97,13 @@ def dead_letter(route: str, raw_topic: str, bad: BadRecord) -> DeadLetter:
         key_b64=base64.b64encode(key).decode() if key is not None else None,
         value_b64=base64.b64encode(value).decode() if value is not None else None,
     )
+
+
+def next_offsets(raw_topic: str, ext: Extracted) -> list[TopicPartition]:
+    """The offsets to commit after a batch: one past its last record (good or bad) in each raw partition."""
+    last = dict(zip(ext.partitions, ext.offsets, strict=True))  # offsets ascend per partition: last = max
+    for b in ext.bad:
+        p, o = b.message.partition(), b.message.offset()
+        if p is not None and o is not None and o > last.get(p, -1):
+            last[p] = o
+    return [TopicPartition(raw_topic, p, o + 1) for p, o in last.items()]
