@@ -15,6 +15,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from pyspark.errors import StreamingQueryException
 
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import free_port
@@ -86,12 +87,20 @@ def test_sigkill_mid_stream_then_restart_at_least_once(kafka: KafkaSettings, top
     # one Spark run, dedupe on: the replayed records count once
     settings = SkewrouteSettings.load(cfg)
     t1 = time.monotonic()
-    handle = start_job(spark, settings, available_now=True)
-    try:
-        handle.query.awaitTermination(180)
-    finally:
-        handle.stop()
-    assert handle.query.exception() is None
+    for _attempt in range(2):
+        handle = start_job(spark, settings, available_now=True)
+        try:
+            handle.query.awaitTermination(300)
+        except StreamingQueryException:
+            pass  # judged below from handle.query.exception()
+        finally:
+            handle.stop()
+        err = handle.query.exception()
+        if err is None or "failed to connect back" not in str(err):
+            break
+        # a Python worker not connecting within Spark's fixed 10 s (an overloaded host): continue from the
+        # checkpoint, the recovery the job documents (exactness below covers it)
+    assert handle.query.exception() is None, handle.query.exception()
     raw = {(r.partition, r.offset): r for r in read_topic(kafka, topic, expected=N)}
     recs = [Rec(orjson.loads(r.value or b"")["key"], r.timestamp, float(orjson.loads(r.value or b"")["i"]))
             for r in raw.values()]  # fmt: skip
