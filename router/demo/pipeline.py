@@ -10,10 +10,12 @@ record. It then stops the query and the workers and reads back what the checks n
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -85,6 +87,7 @@ class PipelineRun:
     results: dict[bytes, dict[str, Any]]
     dead_letters: int
     control: list[dict[str, Any]]
+    router_cpu_s: dict[str, float]  # CPU seconds of each router worker process, start to end of the run
 
     @property
     def seconds(self) -> float:
@@ -111,6 +114,15 @@ def _scrape(child: Child, url: str) -> WorkerView:
         view.dead = sum(rv.dead.values())
         view.loads = [rv.loads[i] for i in sorted(rv.loads)]
     return view
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process (``/proc/<pid>/stat``); NaN when unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _batch_end(b: BatchStats) -> float:
@@ -224,6 +236,7 @@ def run_pipeline(
         follow.wait("streaming", total, lambda p: p.spark_rows >= total and follow.producer.done, budget)  # type: ignore[union-attr]
         batches = follow.handle.stats
         final = follow.tick("stopping", total)
+        cpu = {w.name: _cpu_seconds(w.proc.pid) for w in workers}
     finally:
         if follow.producer is not None:
             follow.producer.stop()
@@ -237,7 +250,7 @@ def run_pipeline(
     return PipelineRun(
         plan.label, total, producer.first_s, producer.done_s, _batch_end(reached), final.workers, batches,
         _combiner_records(plan, total), _results(plan), _count(plan, plan.route.dlq_topic_name),
-        _control_messages(plan),
+        _control_messages(plan), cpu,
     )  # fmt: skip
 
 

@@ -124,6 +124,7 @@ def _run_doc(
             "drain_seconds": run.spark_end - run.produce_end,
         },
         "sync": checks.sync_summary(run),
+        "routers": {"cpu_seconds": sum(run.router_cpu_s.values()), "per_worker": run.router_cpu_s},
         "exactness": {**exact.as_dict(), "wrong": exact.mismatching + exact.missing + exact.extra},
         "batches": [b.__dict__ for b in run.batches],
     }  # fmt: skip
