@@ -92,7 +92,7 @@ def _stage_tasks(spark: SparkSession, stage_id: int) -> list[dict[str, int]]:
     return out
 
 
-def combiner_stage_stats(spark: SparkSession, job_ids: list[int], wait_s: float = 2.0) -> dict[str, Any] | None:
+def combiner_stage_stats(spark: SparkSession, job_ids: list[int], wait_s: float = 5.0) -> dict[str, Any] | None:
     """The combiner stage among the stages of ``job_ids``: the one reading no shuffle and writing one.
 
     Waits up to ``wait_s`` for the status store to hold every task (it is fed asynchronously).
