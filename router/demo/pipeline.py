@@ -87,7 +87,7 @@ class PipelineRun:
     results: dict[bytes, dict[str, Any]]
     dead_letters: int
     control: list[dict[str, Any]]
-    router_cpu_s: dict[str, float]  # CPU seconds of each router worker process, start to end of the run
+    router_cpu_s: dict[str, float]  # CPU seconds of each router worker from the first record produced to the end
 
     @property
     def seconds(self) -> float:
@@ -230,13 +230,14 @@ def run_pipeline(
         assert session is not None
         follow.start_query = lambda: start_job(session, s)
         follow.handle = follow.start_query()
+        cpu0 = {w.name: _cpu_seconds(w.proc.pid) for w in workers}
         follow.producer = Producer(s.kafka, route.raw_topic, data, rate).start()
         total = len(data)
         budget = timeout_s + (total / rate if rate > 0 else 0)
         follow.wait("streaming", total, lambda p: p.spark_rows >= total and follow.producer.done, budget)  # type: ignore[union-attr]
         batches = follow.handle.stats
         final = follow.tick("stopping", total)
-        cpu = {w.name: _cpu_seconds(w.proc.pid) for w in workers}
+        cpu = {w.name: _cpu_seconds(w.proc.pid) - cpu0[w.name] for w in workers}
     finally:
         if follow.producer is not None:
             follow.producer.stop()

@@ -41,7 +41,7 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("mean slowest combiner task (ms)", "spark", "max_task_ms_mean", "{:,.0f}"),
     ("mean micro-batch duration (ms)", "spark", "batch_ms_mean", "{:,.0f}"),
     ("rows dropped by the watermark", "spark", "rows_dropped_by_watermark", "{:,.0f}"),
-    ("router workers' CPU seconds (all workers, whole run)", "routers", "cpu_seconds", "{:.1f}"),
+    ("router workers' CPU seconds (all workers, while streaming)", "routers", "cpu_seconds", "{:.1f}"),
     ("Dalton sync: SYNC messages on the control topic", "sync", "sync_messages", "{:,.0f}"),
     ("Dalton sync: GLOBAL rounds", "sync", "global_rounds", "{:,.0f}"),
     ("Dalton sync: most routers in one round", "sync", "max_members", "{:,.0f}"),
