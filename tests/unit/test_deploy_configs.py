@@ -17,7 +17,12 @@ def test_example_config_loads_and_builds_its_partitioner(path: Path) -> None:
     s = SkewrouteSettings.load(path)
     route = s.routes[0]
     assert route.partitioner.name == path.stem
-    part = create(route.partitioner.name, route.combiners, window=route.window.size, slide=route.window.slide,
-                  **route.partitioner.params())
+    part = create(
+        route.partitioner.name,
+        route.combiners,
+        window=route.window.size,
+        slide=route.window.slide,
+        **route.partitioner.params(),
+    )
     ids = part.assign([b"a", b"b", b"a"], [0, 1, 2])
     assert ids.min() >= 0 and ids.max() < route.combiners
