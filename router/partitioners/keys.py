@@ -111,7 +111,7 @@ class KeyCodec:
         self.n_hashes = n_hashes
         self.hash_seed = hash_seed
         self.seeds = tuple(hash_seed + SEED_STEP * j for j in range(n_hashes))
-        self._cache: dict[Any, tuple[int, tuple[int, ...]]] = {}
+        self._cache: dict[Any, tuple[int, ...]] = {}  # key -> (id, hash_0, ..., hash_{d-1})
         self._dense_ids: U64 = np.zeros(0, dtype=np.uint64)
         self._dense_h: U32 = np.zeros((0, n_hashes), dtype=np.uint32)
         self._dense_known: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
@@ -121,11 +121,6 @@ class KeyCodec:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["n_hashes"], state["hash_seed"])  # type: ignore[misc]
-
-    def _compute(self, key: Any) -> tuple[int, tuple[int, ...]]:
-        b = key_bytes(key)
-        kid = mmh3.hash64(b, KEY_ID_SEED, signed=False)[0]
-        return kid, tuple(mmh3.hash(b, s, signed=False) for s in self.seeds)
 
     def _compute_many(self, keys: list[Any]) -> tuple[U64, U32]:
         """Ids and hashes of many keys at once (one list comprehension per hash, bulk array fills)."""
@@ -141,15 +136,15 @@ class KeyCodec:
         cache = self._cache
         if len(cache) > MAX_CACHE:
             cache.clear()
-        rows = []
-        for k in keys:
-            row = cache.get(k)
-            if row is None:
-                row = cache[k] = self._compute(k)
-            rows.append(row)
-        ids = np.fromiter((r[0] for r in rows), dtype=np.uint64, count=len(rows))
-        hashes = np.array([r[1] for r in rows], dtype=np.uint32).reshape(len(rows), self.n_hashes)
-        return ids, hashes
+        get = cache.get
+        rows = [get(k) for k in keys]
+        missing = [i for i, r in enumerate(rows) if r is None]
+        if missing:
+            new_ids, new_hashes = self._compute_many([keys[i] for i in missing])
+            for j, i in enumerate(missing):
+                rows[i] = cache[keys[i]] = (int(new_ids[j]), *new_hashes[j].tolist())
+        table = np.array(rows, dtype=np.uint64).reshape(len(rows), 1 + self.n_hashes)
+        return table[:, 0].copy(), table[:, 1:].astype(np.uint32)
 
     def _dense(self, uniq: npt.NDArray[np.int64]) -> tuple[U64, U32]:
         top = int(uniq.max()) + 1 if uniq.size else 0
