@@ -31,7 +31,7 @@ from connectors.spark_source import kafka_options
 from router.app import _faust_broker
 from router.dataplane import RouteDataPlane
 from router.observability import RouterMetrics
-from router.soak import worker_config
+from router.soak_parts import worker_config
 from router.sync.kafka import KafkaSyncTransport
 from schemas.exceptions import BrokerError
 from schemas.settings import SkewrouteSettings

@@ -18,7 +18,7 @@ from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from connectors.topic_reader import read_topic
 from router.demo.processes import Processes
-from router.soak import kill_group, worker_config
+from router.soak_parts import kill_group, worker_config
 from spark_consumers.feed import assign_combiners, produce_routed
 from tests.integration.router_support import wait_for
 from tests.integration.spark_support import T0, Rec, assert_same, read_results, reference

@@ -20,7 +20,7 @@ from connectors.broker import free_port
 from connectors.kafka import make_admin
 from connectors.topic_reader import read_topic
 from router.demo.processes import Processes, router_command
-from router.soak import ControlWatcher, RawProducer, Verifier, kill_group, worker_config
+from router.soak_parts import ControlWatcher, RawProducer, Verifier, kill_group, worker_config
 from router.sync.service import LIVENESS_FLOOR_MS
 from schemas.control import GlobalMessage, parse_control
 from schemas.settings import KafkaSettings
