@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.partitioners import available, create, get
+from router.partitioners import available, create
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import (
     committed,
@@ -23,19 +23,7 @@ pytestmark = pytest.mark.kafka
 N = 3000
 
 
-def _params() -> list[object]:
-    out: list[object] = []
-    for name in available():
-        try:
-            get(name)
-        except (ImportError, AttributeError) as exc:  # written concurrently by others: fails until it exists
-            out.append(pytest.param(name, marks=pytest.mark.xfail(reason=f"{name} not importable yet: {exc}")))
-        else:
-            out.append(name)
-    return out
-
-
-@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("name", available())
 def test_route_delivers_every_record_once_to_the_chosen_combiner(kafka: KafkaSettings, topic: str, name: str) -> None:
     records = zipf_records(N, seed=3)
     produce(kafka, topic, records)
