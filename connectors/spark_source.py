@@ -14,6 +14,9 @@ Options (strings, as Spark passes them)::
     maxRecordsPerTrigger   records per micro-batch at most, shared by lag (alias: maxOffsetsPerTrigger)
     probeTimeoutMs         how long a tail probe waits for partition EOF (default 5000)
     readTimeoutMs          how long a task waits for records it knows exist (default 60000)
+    decode                 none (default: the Kafka columns above) | routed: values are routed records, decoded
+                           here into parse_routed's columns (key, event_time, measure, combiner, src_topic,
+                           src_partition, src_offset) by Arrow's JSON reader -- see connectors.routed_decode
 
 Offsets are ``{topic: {partition: next offset}}``. ``latestOffset`` finds true partition ends with
 :func:`connectors.kafka_offsets.probe_ends` (Tansu's high watermark hides the tail of the last batch).
@@ -33,6 +36,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
     BinaryType,
+    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -58,11 +62,12 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer
     from pyspark.sql import SparkSession
 
-__all__ = ["SHORT_NAME", "KafkaDataSource", "kafka_options", "kafka_schema", "register_source"]
+__all__ = ["SHORT_NAME", "KafkaDataSource", "kafka_options", "kafka_schema", "register_source", "routed_schema"]
 
 SHORT_NAME = "skewroute-kafka"
 _SECRET_WORDS = ("password", "secret", "token")
 _CONSUME_MAX = 10_000
+_DECODES = ("none", "routed")
 #: One idle consumer per configuration per Python worker process. Spark reuses Python workers across tasks
 #: (``spark.python.worker.reuse``), so a task skips the connect + metadata round trips of a new client. Only
 #: the consumer moves between tasks, never offsets: each task assigns its own range.
@@ -89,6 +94,21 @@ def kafka_options(kafka: KafkaSettings, prefix: str = "kafka.") -> dict[str, str
     return {f"{prefix}{k}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in kafka.librdkafka().items()}
 
 
+def routed_schema() -> StructType:
+    """The columns under ``decode=routed`` (see :mod:`connectors.routed_decode`)."""
+    return StructType(
+        [
+            StructField("key", StringType(), True),
+            StructField("event_time", TimestampType(), True),
+            StructField("measure", DoubleType(), True),
+            StructField("combiner", IntegerType(), True),
+            StructField("src_topic", StringType(), True),
+            StructField("src_partition", LongType(), True),
+            StructField("src_offset", LongType(), True),
+        ]
+    )
+
+
 def register_source(spark: SparkSession) -> None:
     """Register :class:`KafkaDataSource` under :data:`SHORT_NAME` (idempotent)."""
     spark.dataSource.register(KafkaDataSource)
@@ -104,6 +124,7 @@ class _Config:
     max_records: int | None
     probe_timeout: float
     read_timeout: float
+    decode: str = "none"
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> _Config:
@@ -116,6 +137,9 @@ class _Config:
         if not any(k == "bootstrap.servers" for k, _ in conf):
             raise ValueError(f"{SHORT_NAME}: option 'kafka.bootstrap.servers' is required")
         limit = lower.get("maxrecordspertrigger") or lower.get("maxoffsetspertrigger")
+        decode = lower.get("decode", "none").strip().lower()
+        if decode not in _DECODES:
+            raise ValueError(f"{SHORT_NAME}: option 'decode' must be one of {', '.join(_DECODES)} (got {decode!r})")
         return cls(
             topics=topics,
             conf=conf,
@@ -123,6 +147,7 @@ class _Config:
             max_records=int(limit) if limit else None,
             probe_timeout=float(lower.get("probetimeoutms", "5000")) / 1000,
             read_timeout=float(lower.get("readtimeoutms", "60000")) / 1000,
+            decode=decode,
         )
 
     def consumer(self) -> Consumer:
@@ -151,8 +176,8 @@ class KafkaDataSource(DataSource):
         return SHORT_NAME
 
     def schema(self) -> StructType:
-        """Spark's Kafka columns."""
-        return kafka_schema()
+        """Spark's Kafka columns, or the decoded routed-record columns under ``decode=routed``."""
+        return routed_schema() if _Config.from_options(self.options).decode == "routed" else kafka_schema()
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The micro-batch reader."""
@@ -297,6 +322,7 @@ def _read_range(cfg: _Config, part: KafkaPartition) -> Iterator[pa.RecordBatch]:
     from confluent_kafka import KafkaError, TopicPartition
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    from connectors.routed_decode import decode_routed
     from schemas.exceptions import BrokerError
 
     schema = to_arrow_schema(kafka_schema(), timezone="UTC")
@@ -338,6 +364,9 @@ def _read_range(cfg: _Config, part: KafkaPartition) -> Iterator[pa.RecordBatch]:
             if eof:
                 next_offset = part.end
             if not n:
+                continue
+            if cfg.decode == "routed":
+                yield decode_routed([m.value() for m in msgs], part.partition)
                 continue
             stamps = [m.timestamp() for m in msgs]
             yield pa.RecordBatch.from_arrays(

@@ -4,6 +4,7 @@ The plan of the streaming job, read bottom-up from the source::
 
     kafka columns (one scan task per combiner partition)
       -> parse_routed            JSON value -> key, event_time, measure, combiner, source position
+                                 (done inside the Python source already when it decodes: decode=routed)
       -> with_event_watermark    withWatermark(event_time, delay)
       -> [dedupe_source_position]  optional: dropDuplicatesWithinWatermark(tp, p, o) -- see its docstring
       -> final_aggregates        groupBy(window, key).agg(...)
@@ -81,11 +82,21 @@ def _value_schema(with_raw: bool) -> StructType:
 def parse_routed(raw: DataFrame, item_field: str | None = None) -> DataFrame:
     """Kafka columns (``value`` = routed JSON) -> one row per routed record.
 
+    ``raw`` may also come decoded already (the skewroute source with ``decode=routed``, which has these output
+    columns but ``item``); then only ``item`` is added.
+
     Output columns: ``key``, ``event_time`` (timestamp), ``measure`` (double, null when absent), ``item``
     (what approx_distinct/top_k count: ``item_field`` of the raw record, else the measure, as a string),
     ``combiner`` (the Kafka partition the record was read from), ``src_topic``, ``src_partition``,
     ``src_offset`` (the source position).
     """
+    if "event_time" in raw.columns:  # already decoded by the skewroute source (option decode=routed)
+        if item_field is not None:
+            raise ValueError("item_field needs the raw routed JSON: read the combiner topic with decode=none")
+        return raw.select(
+            "key", "event_time", "measure", F.col("measure").cast("string").alias("item"), "combiner",
+            "src_topic", "src_partition", "src_offset",
+        )  # fmt: skip
     parsed = raw.select(
         F.col("partition").cast("int").alias("combiner"),
         F.from_json(F.col("value").cast("string"), _value_schema(item_field is not None)).alias("r"),

@@ -90,6 +90,8 @@ def read_combiners(spark: SparkSession, kafka: KafkaSettings, route: RouteSettin
         register_source(spark)
         reader = spark.readStream.format(SHORT_NAME).options(**kafka_options(kafka))
         reader = reader.option("maxRecordsPerTrigger", str(cfg.max_records_per_trigger))
+        # Decoding in the source skips Spark's per-record JSON parser; item_field needs the raw JSON (from_json).
+        reader = reader.option("decode", "routed" if cfg.item_field is None else "none")
     else:
         reader = spark.readStream.format("kafka").options(**java_kafka_options(kafka))
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_records_per_trigger))

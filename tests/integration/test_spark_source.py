@@ -128,3 +128,25 @@ def test_transaction_markers_end_a_range(spark, kafka, topic) -> None:
         .option("readTimeoutMs", "5000").load()
     )  # fmt: skip
     assert df.count() == 500
+
+
+def test_decode_routed_equals_spark_json_parsing(spark, kafka, topic) -> None:
+    """decode=routed gives exactly the rows parse_routed computes with from_json from the raw Kafka columns."""
+    from schemas.records import encode_routed
+    from spark_consumers.aggregations import parse_routed
+
+    ensure_topics(make_admin(kafka), [TopicSpec(topic, 3, exact=True)])
+    p = make_producer(kafka, **{"linger.ms": 50})
+    for i in range(3000):
+        x = None if i % 5 == 0 else i / 4
+        p.produce(topic, value=encode_routed(f"k{i % 17}", 1_700_000_000_000 + i, i % 3, "raw", 1, i, x, b"{}"),
+                  partition=i % 3)  # fmt: skip
+    p.produce(topic, value=b"garbage", partition=0)
+    assert p.flush(30) == 0
+    register_source(spark)
+    base = spark.read.format(SHORT_NAME).options(**kafka_options(kafka)).option("subscribe", topic)
+    decoded = parse_routed(base.option("decode", "routed").load())
+    parsed = parse_routed(base.load())
+    assert decoded.columns == parsed.columns
+    got, want = sorted(map(tuple, decoded.collect()), key=repr), sorted(map(tuple, parsed.collect()), key=repr)
+    assert len(got) == 3001 and got == want

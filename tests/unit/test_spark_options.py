@@ -50,3 +50,11 @@ def test_builtin_kafka_source_options() -> None:
         "ScramLoginModule" in opts["kafka.sasl.jaas.config"] and 'password="s3cr3t"' in opts["kafka.sasl.jaas.config"]
     )
     assert opts["kafka.ssl.truststore.type"] == "PEM"
+
+
+def test_decode_option_is_checked() -> None:
+    base = {"kafka.bootstrap.servers": "x:1", "subscribe": "t"}
+    assert _Config.from_options(base).decode == "none"
+    assert _Config.from_options({**base, "decode": "Routed"}).decode == "routed"
+    with pytest.raises(ValueError, match="'decode' must be one of none, routed \\(got 'avro'\\)"):
+        _Config.from_options({**base, "decode": "avro"})
