@@ -76,9 +76,10 @@ def decode_routed(values: Sequence[bytes | None], partition: int) -> pa.RecordBa
 
 def _fast(values: Sequence[bytes | None]) -> pa.Table | None:
     """All values parsed in one call, or ``None`` when some value needs the record-by-record path."""
-    if any(v is None for v in values):
+    try:
+        joined = b"\n".join(values)  # type: ignore[arg-type]  # a None value raises: record by record then
+    except TypeError:
         return None
-    joined = b"\n".join(values)  # type: ignore[arg-type]  # None excluded above
     if joined.count(b"\n") != len(values) - 1:  # a newline inside a record would split it in two
         return None
     block = max(1 << 20, len(joined) + 1)  # one block: no re-chunking, no threads (tasks already use the cores)

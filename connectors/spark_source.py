@@ -36,7 +36,6 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
     BinaryType,
-    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -95,18 +94,12 @@ def kafka_options(kafka: KafkaSettings, prefix: str = "kafka.") -> dict[str, str
 
 
 def routed_schema() -> StructType:
-    """The columns under ``decode=routed`` (see :mod:`connectors.routed_decode`)."""
-    return StructType(
-        [
-            StructField("key", StringType(), True),
-            StructField("event_time", TimestampType(), True),
-            StructField("measure", DoubleType(), True),
-            StructField("combiner", IntegerType(), True),
-            StructField("src_topic", StringType(), True),
-            StructField("src_partition", LongType(), True),
-            StructField("src_offset", LongType(), True),
-        ]
-    )
+    """The columns under ``decode=routed``: :data:`connectors.routed_decode.ROUTED_ARROW_SCHEMA` in Spark types."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from connectors.routed_decode import ROUTED_ARROW_SCHEMA
+
+    return from_arrow_schema(ROUTED_ARROW_SCHEMA)
 
 
 def register_source(spark: SparkSession) -> None:
