@@ -1,8 +1,9 @@
 """Read a whole topic with manual ``assign()`` (no group join), for tests, benchmarks and checks.
 
 Tansu advertises a partition's end offset as the start of its last record batch + 1, so the high watermark
-cannot tell when a partition has been read completely: this reader stops when an expected count is reached
-or when no record arrived for ``idle_s`` seconds.
+cannot tell when a partition has been read completely: this reader stops when an expected count is reached,
+or when every partition has reached its advertised end and no record arrived for ``idle_s`` seconds after
+that (a slow first fetch on a loaded host is not mistaken for the end of the topic).
 """
 
 from __future__ import annotations
@@ -46,13 +47,15 @@ def read_topic(
     consumer = make_consumer(kafka, group_id=f"skewroute-reader-{time.monotonic_ns()}", **{"fetch.wait.max.ms": 20})
     out: list[TopicRecord] = []
     try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)[1] for p in range(n)}
+        behind = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(n)])
         start = last = time.monotonic()
         while True:
             now = time.monotonic()
             if expected is not None and len(out) >= expected:
                 break
-            if now - last > idle_s or now - start > timeout_s:
+            if now - start > timeout_s or (not behind and now - last > idle_s):
                 break
             for m in consumer.consume(10_000, timeout=0.2):
                 err = m.error()
@@ -60,7 +63,10 @@ def read_topic(
                     if err.code() == KafkaError._PARTITION_EOF:
                         continue
                     raise BrokerError(f"reading {topic!r}: {err.str()}")
-                out.append(TopicRecord(m.partition() or 0, m.offset() or 0, m.key(), m.value(), m.timestamp()[1]))
+                rec = TopicRecord(m.partition() or 0, m.offset() or 0, m.key(), m.value(), m.timestamp()[1])
+                out.append(rec)
+                if rec.offset + 1 >= ends[rec.partition]:
+                    behind.discard(rec.partition)
                 last = time.monotonic()
     finally:
         consumer.close()
