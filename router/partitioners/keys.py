@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import mmh3
@@ -111,7 +112,10 @@ class KeyCodec:
         self.n_hashes = n_hashes
         self.hash_seed = hash_seed
         self.seeds = tuple(hash_seed + SEED_STEP * j for j in range(n_hashes))
-        self._cache: dict[Any, tuple[int, ...]] = {}  # key -> (id, hash_0, ..., hash_{d-1})
+        self._cache: dict[Any, int] = {}  # key -> its row in _ids / _hashes
+        self._used = 0  # rows of _ids / _hashes in use
+        self._ids: U64 = np.zeros(0, dtype=np.uint64)
+        self._hashes: U32 = np.zeros((0, n_hashes), dtype=np.uint32)
         self._dense_ids: U64 = np.zeros(0, dtype=np.uint64)
         self._dense_h: U32 = np.zeros((0, n_hashes), dtype=np.uint32)
         self._dense_known: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
@@ -132,19 +136,32 @@ class KeyCodec:
             hashes[:, j] = np.fromiter((hash32(b, seed, signed=False) for b in raw), np.uint32, len(raw))
         return ids, hashes
 
-    def _lookup(self, keys: Sequence[Any]) -> tuple[U64, U32]:
+    def _rows(self, keys: list[Any]) -> npt.NDArray[np.intp]:
+        """Row of every key in the id/hash tables, computing (in bulk) the keys not seen before."""
         cache = self._cache
         if len(cache) > MAX_CACHE:
             cache.clear()
+            self._used = 0
         get = cache.get
-        rows = [get(k) for k in keys]
-        missing = [i for i, r in enumerate(rows) if r is None]
-        if missing:
-            new_ids, new_hashes = self._compute_many([keys[i] for i in missing])
-            for j, i in enumerate(missing):
-                rows[i] = cache[keys[i]] = (int(new_ids[j]), *new_hashes[j].tolist())
-        table = np.array(rows, dtype=np.uint64).reshape(len(rows), 1 + self.n_hashes)
-        return table[:, 0].copy(), table[:, 1:].astype(np.uint32)
+        rows = np.fromiter(map(get, keys, repeat(-1)), np.intp, len(keys))
+        missing = np.flatnonzero(rows < 0)
+        if missing.size:
+            new = [keys[i] for i in missing.tolist()]
+            new_ids, new_hashes = self._compute_many(new)
+            lo, hi = self._used, self._used + len(new)
+            if hi > self._ids.shape[0]:
+                size = 1 << max(10, (hi - 1).bit_length())
+                self._ids = np.resize(self._ids, size)
+                self._hashes = np.resize(self._hashes, (size, self.n_hashes))
+            self._ids[lo:hi], self._hashes[lo:hi] = new_ids, new_hashes
+            cache.update(zip(new, range(lo, hi), strict=True))
+            self._used = hi
+            rows[missing] = np.arange(lo, hi, dtype=np.intp)
+        return rows
+
+    def _lookup(self, keys: list[Any]) -> tuple[U64, U32]:
+        rows = self._rows(keys)
+        return self._ids[rows], self._hashes[rows]
 
     def _dense(self, uniq: npt.NDArray[np.int64]) -> tuple[U64, U32]:
         top = int(uniq.max()) + 1 if uniq.size else 0
@@ -175,10 +192,11 @@ class KeyCodec:
                 ids, hashes = self._lookup(uniq.tolist())
             return KeyBatch(ids, hashes, inverse.astype(np.intp, copy=False))
         seq: Sequence[Any] = keys.tolist() if isinstance(keys, np.ndarray) else keys  # type: ignore[assignment]
-        index: dict[Any, int] = {}
-        inv = [index.setdefault(k, len(index)) for k in seq]
-        ids, hashes = self._lookup(list(index))
-        return KeyBatch(ids, hashes, np.asarray(inv, dtype=np.intp).reshape(-1))
+        uniq = list(dict.fromkeys(seq))  # distinct keys in order of first appearance (in C)
+        pos = dict(zip(uniq, range(len(uniq)), strict=True))
+        inverse = np.fromiter(map(pos.__getitem__, seq), np.intp, len(seq))
+        ids, hashes = self._lookup(uniq)
+        return KeyBatch(ids, hashes, inverse)
 
 
 def distinct_candidates(hashes: U32, n: int, d: int | None = None) -> npt.NDArray[np.int64]:
