@@ -192,11 +192,10 @@ class KeyCodec:
                 ids, hashes = self._lookup(uniq.tolist())
             return KeyBatch(ids, hashes, inverse.astype(np.intp, copy=False))
         seq: Sequence[Any] = keys.tolist() if isinstance(keys, np.ndarray) else keys  # type: ignore[assignment]
-        uniq = list(dict.fromkeys(seq))  # distinct keys in order of first appearance (in C)
-        pos = dict(zip(uniq, range(len(uniq)), strict=True))
-        inverse = np.fromiter(map(pos.__getitem__, seq), np.intp, len(seq))
-        ids, hashes = self._lookup(uniq)
-        return KeyBatch(ids, hashes, inverse)
+        distinct = list(dict.fromkeys(seq))  # distinct keys in order of first appearance (in C)
+        pos = dict(zip(distinct, range(len(distinct)), strict=True))
+        ids, hashes = self._lookup(distinct)
+        return KeyBatch(ids, hashes, np.fromiter(map(pos.__getitem__, seq), np.intp, len(seq)))
 
 
 def distinct_candidates(hashes: U32, n: int, d: int | None = None) -> npt.NDArray[np.int64]:
