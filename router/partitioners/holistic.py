@@ -17,6 +17,10 @@ tumbling window boundary (``windowing="tumbling"``, window = the ``window`` argu
 Batches are decided in key-grouped order (see :mod:`router.partitioners.windows`): a key's tuples of
 one batch are taken one after another, so under AM and cAM all of them follow the key's first tuple to
 one combiner, and ``L`` grows by the key's batch count at its first appearance.
+
+The default configuration (exact sets, tumbling windows) runs on the fast paths of
+:mod:`router.partitioners.tumbling` (vectorised look-ups, the same decisions); the others keep
+per-combiner sets (:mod:`router.partitioners.cardinality`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ import numpy as np
 import numpy.typing as npt
 
 from router.partitioners.cardinality import ExactSets, HllSets
+from router.partitioners.tumbling import (
+    KeyMasks,
+    WindowHomes,
+    cm_loop,
+    known_prefix_loads,
+    lm_loop,
+    place_by_cards,
+    place_by_loads,
+)
 from router.partitioners.windows import I64, U64, GroupedPartitioner
 
 __all__ = ["AMPartitioner", "CAMPartitioner", "CMPartitioner", "HolisticPartitioner", "LMPartitioner"]
@@ -71,12 +84,22 @@ class HolisticPartitioner(GroupedPartitioner):
         self._params.update(d=self.d, cardinality=cardinality, windowing=windowing)
         self.sliding = windowing == "sliding"
         self.blocks_per_window = math.ceil(self.window / self.slide) if self.sliding else 1
-        self.store: ExactSets | HllSets = (
-            ExactSets(self.n, self.sliding) if cardinality == "exact" else HllSets(self.n, sliding=self.sliding)
-        )
+        self.store: ExactSets | HllSets | KeyMasks | WindowHomes = self._make_store()
         self.loads: list[int] = [0] * self.n
         self.block_loads: dict[int, npt.NDArray[np.int64]] = {}
         self.block = -1
+
+    def _make_store(self) -> ExactSets | HllSets | KeyMasks | WindowHomes:
+        if self.cardinality == "hll":
+            return HllSets(self.n, sliding=self.sliding)
+        return ExactSets(self.n, sliding=True) if self.sliding else KeyMasks(self.n)
+
+    def _sets(self) -> ExactSets | HllSets:
+        """The per-combiner key sets of the general path (exact tumbling windows use :mod:`.tumbling`)."""
+        store = self.store
+        if isinstance(store, WindowHomes | KeyMasks):
+            raise TypeError(f"{self.name} with exact tumbling windows keeps {type(store).__name__}, not key sets")
+        return store
 
     def _span(self) -> float:
         return self.slide if self.sliding else self.window
@@ -103,12 +126,18 @@ class HolisticPartitioner(GroupedPartitioner):
         self.store.block = block
 
     def _decide(self, ids: U64, cand: I64, counts: I64) -> npt.ArrayLike:
+        if isinstance(self.store, KeyMasks):
+            return self._decide_masks(self.store, ids.tolist(), cand, counts)
         seq = self._choose(ids.tolist(), cand.tolist(), counts.tolist(), counts)
         if self.sliding:
             add = np.bincount(seq, minlength=self.n)
             prev = self.block_loads.get(self.block)
             self.block_loads[self.block] = add if prev is None else prev + add
         return seq
+
+    def _decide_masks(self, store: KeyMasks, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
+        """Fast path of exact tumbling windows (:mod:`.tumbling`), same decisions as :meth:`_choose`."""
+        raise TypeError(f"{self.name} does not keep key masks")
 
     @abstractmethod
     def _choose(
@@ -132,14 +161,39 @@ class _AffinityPartitioner(HolisticPartitioner):
     splits_keys: ClassVar[bool] = False
     by_tuples: ClassVar[bool] = False
 
+    def _make_store(self) -> ExactSets | HllSets | KeyMasks | WindowHomes:
+        if self.cardinality == "exact" and not self.sliding:
+            return WindowHomes(self.n)  # one home per key and window: vectorised (tumbling.py)
+        return super()._make_store()
+
+    def _decide(self, ids: U64, cand: I64, counts: I64) -> npt.ArrayLike:
+        store = self.store
+        if not isinstance(store, WindowHomes):
+            return super()._decide(ids, cand, counts)
+        homes = store.lookup(ids)
+        new = np.flatnonzero(homes < 0)
+        if new.shape[0]:
+            new_cand = cand[new]
+            if self.by_tuples:
+                before = known_prefix_loads(homes, counts, new, new_cand) + np.asarray(self.loads)[new_cand]
+                placed = place_by_loads(self.n, new_cand, before, counts[new].tolist())
+            else:
+                placed = place_by_cards(store.card, new_cand)
+            homes[new] = placed
+            store.insert(ids[new], homes[new])
+            if self.by_tuples:  # AM's place_by_cards already counted them
+                for c in placed:
+                    store.card[c] += 1
+        add = np.bincount(homes, weights=counts, minlength=self.n).astype(np.int64)
+        self.loads = [a + b for a, b in zip(self.loads, add.tolist(), strict=True)]
+        return np.repeat(homes, counts)
+
     def _choose(
         self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
     ) -> npt.NDArray[np.int64]:
         loads = self.loads
-        store = self.store
+        store = self._sets()
         metric: list[Any] = loads if self.by_tuples else store.card
-        if isinstance(store, ExactSets) and not self.sliding:
-            return np.repeat(self._choose_exact(store, metric, ids, rows, counts), count_arr)
         find, add = store.find, store.add
         refresh = self.sliding
         choice: list[int] = []
@@ -157,28 +211,6 @@ class _AffinityPartitioner(HolisticPartitioner):
             loads[home] += c
             choice.append(home)
         return np.repeat(np.asarray(choice, dtype=np.int64), count_arr)
-
-    def _choose_exact(
-        self, store: ExactSets, metric: list[Any], ids: list[int], rows: list[list[int]], counts: list[int]
-    ) -> npt.NDArray[np.int64]:
-        """Tumbling windows with exact sets, inlined: a placed key sits in exactly one set, its home."""
-        loads, card, where, block = self.loads, store.card, store.where, store.block
-        choice: list[int] = []
-        for kid, row, c in zip(ids, rows, counts, strict=True):
-            ent = where.get(kid)
-            if ent is None:
-                home = row[0]
-                best = metric[home]
-                for x in row[1:]:
-                    if metric[x] < best:
-                        home, best = x, metric[x]
-                where[kid] = {home: block}
-                card[home] += 1
-            else:
-                home = next(iter(ent))
-            loads[home] += c
-            choice.append(home)
-        return np.asarray(choice, dtype=np.int64)
 
 
 class AMPartitioner(_AffinityPartitioner):
@@ -203,10 +235,19 @@ class CMPartitioner(HolisticPartitioner):
 
     name = "cm"
 
+    def _decide_masks(self, store: KeyMasks, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
+        masks = store.read(ids)
+        runs, run_lens = cm_loop(store.card, cand, counts.tolist(), masks)
+        store.write(ids, masks)
+        runs_arr, lens_arr = np.asarray(runs, dtype=np.int64), np.asarray(run_lens, dtype=np.int64)
+        add = np.bincount(runs_arr, weights=lens_arr, minlength=self.n).astype(np.int64).tolist()
+        self.loads = [a + b for a, b in zip(self.loads, add, strict=True)]
+        return np.repeat(runs_arr, lens_arr)
+
     def _choose(
         self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
     ) -> npt.NDArray[np.int64]:
-        loads, store = self.loads, self.store
+        loads, store = self.loads, self._sets()
         card, add = store.card, store.add
         combs: list[int] = []
         lens: list[int] = []
@@ -240,10 +281,16 @@ class LMPartitioner(HolisticPartitioner):
         self.p = float(p)
         self._params["p"] = self.p
 
+    def _decide_masks(self, store: KeyMasks, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
+        masks = store.read(ids)
+        seq = lm_loop(store.card, self.loads, self.p, cand, counts.tolist(), masks)
+        store.write(ids, masks)
+        return np.asarray(seq, dtype=np.int64)
+
     def _choose(
         self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
     ) -> npt.NDArray[np.int64]:
-        loads, store = self.loads, self.store
+        loads, store = self.loads, self._sets()
         card, add = store.card, store.add
         p, q = self.p, 1.0 - self.p
         lo_l, hi_l, lo_c, hi_c = min(loads), max(loads), min(card), max(card)
