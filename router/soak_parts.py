@@ -82,14 +82,18 @@ class Verifier:
     one thread at a time.
     """
 
-    def __init__(self, kafka: KafkaSettings, topic: str, partitions: int) -> None:
+    def __init__(
+        self, kafka: KafkaSettings, topic: str, partitions: int, isolation_level: str = "read_committed"
+    ) -> None:
         self.topic = topic
         self.seen: Counter[tuple[str, int, int]] = Counter()
         self.records = 0
         self.bad = 0
         self.first: dict[tuple[str, int, int], dict[str, Any]] = {}
         self._consumer = make_consumer(
-            kafka, f"skewroute-verifier-{uuid.uuid4().hex[:10]}", **{"fetch.wait.max.ms": 20}
+            kafka,
+            f"skewroute-verifier-{uuid.uuid4().hex[:10]}",
+            **{"fetch.wait.max.ms": 20, "isolation.level": isolation_level},
         )
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         self._keep_values = False

@@ -95,6 +95,7 @@ def read_combiners(spark: SparkSession, kafka: KafkaSettings, route: RouteSettin
     else:
         reader = spark.readStream.format("kafka").options(**java_kafka_options(kafka))
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_records_per_trigger))
+    reader = reader.option("kafka.isolation.level", cfg.isolation_level)  # a consumer property in both clients
     return reader.option("subscribe", route.combiner_topic_name).option("startingOffsets", cfg.starting_offsets).load()
 
 

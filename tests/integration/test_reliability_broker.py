@@ -51,7 +51,8 @@ def test_broker_down_at_start_fails_clearly_in_bounded_time(tmp_path: Path) -> N
     assert took < 4 + 2 + 10  # the wait, one last attempt, interpreter start-up
 
 
-def test_broker_restart_mid_run_is_reported_not_silent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
+def test_broker_restart_mid_run_is_reported_not_silent(tmp_path: Path, delivery: str) -> None:
     port = free_port()
     broker = EmbeddedBroker(port, state_dir=tmp_path / "broker").start()
     kafka = KafkaSettings(bootstrap_servers=broker.bootstrap)
@@ -59,7 +60,8 @@ def test_broker_restart_mid_run_is_reported_not_silent(tmp_path: Path) -> None:
     try:
         ensure_topics(make_admin(kafka), [TopicSpec(raw, RAW_PARTITIONS)])
         cfg = worker_config(tmp_path / "w.yaml", broker.bootstrap, raw, app_id="restart", instance="w1",
-                            state_dir=tmp_path / "state", partitioner={"name": "pkg"})  # fmt: skip
+                            state_dir=tmp_path / "state", partitioner={"name": "pkg"},
+                            router={"delivery": delivery})  # fmt: skip
         web = free_port()
         log = tmp_path / "w.log"
         with Processes() as procs:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pickle
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from connectors.spark_source import KafkaStreamReader, _Config, kafka_options
-from schemas.settings import KafkaSettings
-from spark_consumers.job import java_kafka_options
+from schemas.settings import KafkaSettings, RouteSettings, SparkSettings
+from spark_consumers.job import java_kafka_options, read_combiners
 
 SECURE = KafkaSettings(
     bootstrap_servers="b1:9093,b2:9093",
@@ -58,3 +60,39 @@ def test_decode_option_is_checked() -> None:
     assert _Config.from_options({**base, "decode": "Routed"}).decode == "routed"
     with pytest.raises(ValueError, match="'decode' must be one of none, routed \\(got 'avro'\\)"):
         _Config.from_options({**base, "decode": "avro"})
+
+
+class _Reader:
+    """Records what the job asks of ``spark.readStream``."""
+
+    def __init__(self) -> None:
+        self.fmt = ""
+        self.opts: dict[str, str] = {}
+
+    def format(self, fmt: str) -> _Reader:
+        self.fmt = fmt
+        return self
+
+    def options(self, **kw: str) -> _Reader:
+        self.opts.update(kw)
+        return self
+
+    def option(self, key: str, value: str) -> _Reader:
+        self.opts[key] = value
+        return self
+
+    def load(self) -> _Reader:
+        return self
+
+
+@pytest.mark.parametrize("source", ["python", "kafka"])
+@pytest.mark.parametrize("level", ["read_committed", "read_uncommitted"])
+def test_job_reads_with_the_configured_isolation_level(source: str, level: str) -> None:
+    reader = _Reader()
+    spark: Any = SimpleNamespace(readStream=reader, dataSource=SimpleNamespace(register=lambda cls: None))
+    route = RouteSettings(raw_topic="clicks")
+    cfg = SparkSettings(source=source, isolation_level=level)
+    read_combiners(spark, KafkaSettings(bootstrap_servers="b:1"), route, cfg)
+    assert reader.fmt == ("kafka" if source == "kafka" else "skewroute-kafka")
+    assert reader.opts["kafka.isolation.level"] == level
+    assert reader.opts["subscribe"] == route.combiner_topic_name
