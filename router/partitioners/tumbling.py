@@ -213,17 +213,22 @@ def lm_loop(card: list[int], loads: list[int], p: float, cand: I64, counts: list
     wl = p / (hi_l - lo_l) if hi_l > lo_l else 0.0
     wc = q / (hi_c - lo_c) if hi_c > lo_c else 0.0
     out: list[int] = []
+    put = out.append
     for i, (a, b, c) in enumerate(zip(first, second, counts, strict=True)):
         m = masks[i]
         for _ in range(c):
             ha = wl * (loads[a] - lo_l) + wc * (card[a] - lo_c)
             hb = wl * (loads[b] - lo_l) + wc * (card[b] - lo_c)
-            home, best = (b, hb) if hb < ha else (a, ha)
-            for col in rest:
-                x = col[i]
-                h = wl * (loads[x] - lo_l) + wc * (card[x] - lo_c)
-                if h < best:
-                    home, best = x, h
+            if hb < ha:
+                home, best = b, hb
+            else:
+                home, best = a, ha
+            if rest:
+                for col in rest:
+                    x = col[i]
+                    h = wl * (loads[x] - lo_l) + wc * (card[x] - lo_c)
+                    if h < best:
+                        home, best = x, h
             bit = 1 << home
             if not m & bit:  # the key is new in this set: |C| changes, keep its range exact
                 m |= bit
@@ -236,12 +241,12 @@ def lm_loop(card: list[int], loads: list[int], p: float, cand: I64, counts: list
                 wc = q / (hi_c - lo_c) if hi_c > lo_c else 0.0
             v = loads[home]
             loads[home] = v + 1
-            if v in (hi_l, lo_l):
-                if v == hi_l:
-                    hi_l = v + 1
-                if v == lo_l:
-                    lo_l = min(loads)
+            if v == hi_l:
+                hi_l = v + 1
                 wl = p / (hi_l - lo_l) if hi_l > lo_l else 0.0
-            out.append(home)
+            if v == lo_l:
+                lo_l = min(loads)
+                wl = p / (hi_l - lo_l) if hi_l > lo_l else 0.0
+            put(home)
         masks[i] = m
     return out
