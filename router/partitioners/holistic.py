@@ -46,6 +46,25 @@ from router.partitioners.windows import I64, U64, GroupedPartitioner
 
 __all__ = ["AMPartitioner", "CAMPartitioner", "CMPartitioner", "HolisticPartitioner", "LMPartitioner"]
 
+#: Key masks are uint64 in the compiled loops.
+COMPILED_MAX_N = 64
+_kernels: Any = None
+
+
+def compiled() -> Any:
+    """The compiled CM/LM loops (:mod:`router.partitioners.kernels`), or ``None`` without numba."""
+    global _kernels
+    if _kernels is None:
+        try:
+            from router.partitioners import kernels
+        except ImportError:  # pragma: no cover - numba is a dependency; the Python loops still work
+            _kernels = False
+        else:
+            kernels.warm()
+            _kernels = kernels
+    return _kernels or None
+
+
 Cardinality = Literal["exact", "hll"]
 Windowing = Literal["tumbling", "sliding"]
 
@@ -236,10 +255,21 @@ class CMPartitioner(HolisticPartitioner):
     name = "cm"
 
     def _decide_masks(self, store: KeyMasks, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
-        masks = store.read(ids)
-        runs, run_lens = cm_loop(store.card, cand, counts.tolist(), masks)
-        store.write(ids, masks)
-        runs_arr, lens_arr = np.asarray(runs, dtype=np.int64), np.asarray(run_lens, dtype=np.int64)
+        kernels = compiled() if self.n <= COMPILED_MAX_N else None
+        if kernels is not None:
+            masks_arr = np.fromiter(store.read(ids), np.uint64, len(ids))
+            card = np.asarray(store.card, dtype=np.int64)
+            runs_arr = np.empty(cand.shape[0] * (cand.shape[1] + 1), dtype=np.int64)
+            lens_arr = np.empty_like(runs_arr)
+            r = kernels.cm_kernel(card, np.ascontiguousarray(cand), counts, masks_arr, runs_arr, lens_arr)
+            runs_arr, lens_arr = runs_arr[:r], lens_arr[:r]
+            store.card = card.tolist()
+            store.write(ids, masks_arr.tolist())
+        else:
+            masks = store.read(ids)
+            runs, run_lens = cm_loop(store.card, cand, counts.tolist(), masks)
+            store.write(ids, masks)
+            runs_arr, lens_arr = np.asarray(runs, dtype=np.int64), np.asarray(run_lens, dtype=np.int64)
         add = np.bincount(runs_arr, weights=lens_arr, minlength=self.n).astype(np.int64).tolist()
         self.loads = [a + b for a, b in zip(self.loads, add, strict=True)]
         return np.repeat(runs_arr, lens_arr)
@@ -282,6 +312,16 @@ class LMPartitioner(HolisticPartitioner):
         self._params["p"] = self.p
 
     def _decide_masks(self, store: KeyMasks, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
+        kernels = compiled() if self.n <= COMPILED_MAX_N else None
+        if kernels is not None:
+            masks_arr = np.fromiter(store.read(ids), np.uint64, len(ids))
+            card = np.asarray(store.card, dtype=np.int64)
+            loads = np.asarray(self.loads, dtype=np.int64)
+            out = np.empty(int(counts.sum()), dtype=np.int64)
+            kernels.lm_kernel(card, loads, self.p, np.ascontiguousarray(cand), counts, masks_arr, out)
+            store.card, self.loads = card.tolist(), loads.tolist()
+            store.write(ids, masks_arr.tolist())
+            return out
         masks = store.read(ids)
         seq = lm_loop(store.card, self.loads, self.p, cand, counts.tolist(), masks)
         store.write(ids, masks)

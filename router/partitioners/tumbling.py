@@ -20,7 +20,8 @@ The decisions are the ones of the per-key loop over the grouped batch (Alg. 3 an
 **CM and LM: one bit mask per key.** A key may sit in several sets, so :class:`KeyMasks` keeps, per key
 id, the combiners whose set holds it as the bits of a Python integer (any ``n``). A batch reads its keys'
 masks in one pass, runs the algorithm's loop on local lists (:func:`cm_loop`, :func:`lm_loop`, the same
-arithmetic as the per-tuple pseudo-code) and writes the masks back in one pass.
+arithmetic as the per-tuple pseudo-code) and writes the masks back in one pass. With ``n <= 64`` the
+partitioners run the compiled twins of these loops (:mod:`router.partitioners.kernels`, numba).
 """
 
 from __future__ import annotations

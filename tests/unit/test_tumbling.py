@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from router.partitioners import create
 from router.partitioners.cardinality import ExactSets
-from router.partitioners.holistic import HolisticPartitioner
-from router.partitioners.tumbling import KeyMasks, WindowHomes, known_prefix_loads
+from router.partitioners.holistic import HolisticPartitioner, compiled
+from router.partitioners.tumbling import KeyMasks, WindowHomes, cm_loop, known_prefix_loads, lm_loop
 
 
 def general(name: str, n: int, **kw: object) -> HolisticPartitioner:
@@ -72,3 +72,31 @@ def test_known_prefix_loads_is_the_running_sum(homes: list[int], data: st.DataOb
         for g, row in zip(new, cand, strict=True)
     ]
     assert got.reshape(len(new), 2).tolist() == want
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_compiled_loops_equal_the_python_loops(d: int) -> None:
+    kernels = compiled()
+    assert kernels is not None  # numba is a dependency: the compiled path must be the one in use
+    rng = np.random.default_rng(d)
+    n, keys = 9, 3000
+    cand = np.stack([rng.permutation(n)[:d] for _ in range(keys)]).astype(np.int64)
+    counts = rng.integers(1, 6, keys).astype(np.int64)
+    masks0 = rng.integers(0, 1 << n, keys).tolist()
+    card0, loads0 = rng.integers(0, 50, n).tolist(), rng.integers(0, 500, n).tolist()
+
+    card, masks = list(card0), list(masks0)
+    runs, lens = cm_loop(card, cand, counts.tolist(), masks)
+    k_card, k_masks = np.array(card0, np.int64), np.array(masks0, np.uint64)
+    k_runs, k_lens = np.empty(keys * (d + 1), np.int64), np.empty(keys * (d + 1), np.int64)
+    r = kernels.cm_kernel(k_card, cand, counts, k_masks, k_runs, k_lens)
+    assert (k_runs[:r].tolist(), k_lens[:r].tolist()) == (runs, lens)
+    assert k_card.tolist() == card and k_masks.tolist() == masks
+
+    card, loads, masks = list(card0), list(loads0), list(masks0)
+    seq = lm_loop(card, loads, 0.5, cand, counts.tolist(), masks)
+    k_card, k_loads, k_masks = np.array(card0, np.int64), np.array(loads0, np.int64), np.array(masks0, np.uint64)
+    out = np.empty(int(counts.sum()), np.int64)
+    kernels.lm_kernel(k_card, k_loads, 0.5, cand, counts, k_masks, out)
+    assert out.tolist() == seq
+    assert (k_card.tolist(), k_loads.tolist(), k_masks.tolist()) == (card, loads, masks)
