@@ -111,7 +111,11 @@ class HolisticPartitioner(GroupedPartitioner):
     def _make_store(self) -> ExactSets | HllSets | KeyMasks | WindowHomes:
         if self.cardinality == "hll":
             return HllSets(self.n, sliding=self.sliding)
-        return ExactSets(self.n, sliding=True) if self.sliding else KeyMasks(self.n)
+        if self.sliding:
+            return ExactSets(self.n, sliding=True)
+        if self.n <= COMPILED_MAX_N:
+            compiled()  # load the compiled loops now rather than inside the first batch
+        return KeyMasks(self.n)
 
     def _sets(self) -> ExactSets | HllSets:
         """The per-combiner key sets of the general path (exact tumbling windows use :mod:`.tumbling`)."""
