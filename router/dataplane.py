@@ -37,6 +37,7 @@ import numpy as np
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from connectors.kafka import make_consumer, make_producer
+from connectors.kafka_offsets import make_probe_consumer
 from router.extract import BadRecord, Extracted, Extractor
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
 from router.plane_parts import (
@@ -242,7 +243,7 @@ class RouteDataPlane:
 
     def _records_kept(self, lost: dict[int, tuple[int, int | None]]) -> bool:
         """Whether the raw records just below this worker's commits are still readable (the broker kept them)."""
-        probe = make_consumer(self.kafka, f"{self.group_id}.probe", **{"enable.partition.eof": True})
+        probe = make_probe_consumer(self.kafka.librdkafka("consumer"))  # assign only, EOF events on
         try:
             want = {p: o - 1 for p, (o, _) in lost.items() if o > 0}
             probe.assign([TopicPartition(self.route.raw_topic, p, o) for p, o in want.items()])

@@ -25,6 +25,7 @@ per-combiner sets (:mod:`router.partitioners.cardinality`).
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import abstractmethod
 from typing import Any, ClassVar, Literal
@@ -48,21 +49,17 @@ __all__ = ["AMPartitioner", "CAMPartitioner", "CMPartitioner", "HolisticPartitio
 
 #: Key masks are uint64 in the compiled loops.
 COMPILED_MAX_N = 64
-_kernels: Any = None
 
 
+@functools.cache
 def compiled() -> Any:
     """The compiled CM/LM loops (:mod:`router.partitioners.kernels`), or ``None`` without numba."""
-    global _kernels
-    if _kernels is None:
-        try:
-            from router.partitioners import kernels
-        except ImportError:  # pragma: no cover - numba is a dependency; the Python loops still work
-            _kernels = False
-        else:
-            kernels.warm()
-            _kernels = kernels
-    return _kernels or None
+    try:
+        from router.partitioners import kernels
+    except ImportError:  # pragma: no cover - numba is a dependency; the Python loops still work
+        return None
+    kernels.warm()
+    return kernels
 
 
 Cardinality = Literal["exact", "hll"]

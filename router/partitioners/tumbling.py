@@ -38,11 +38,11 @@ I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 
 
-class WindowHomes:
-    """Key id -> home combiner for the current tumbling window, as arrays sorted by key id.
+class _TumblingStore:
+    """A store of one tumbling window, with ``card[c]`` keys per combiner.
 
-    ``card[c]`` is the number of keys whose home is ``c``. :meth:`reset` at each window boundary is the
-    only expiry (sliding windows use :class:`~router.partitioners.cardinality.ExactSets`).
+    :meth:`reset` at each window boundary is the only expiry (sliding windows use
+    :class:`~router.partitioners.cardinality.ExactSets`).
     """
 
     def __init__(self, n: int) -> None:
@@ -53,11 +53,22 @@ class WindowHomes:
     def reset(self) -> None:
         """Forget every key (a new window)."""
         self.card: list[int] = [0] * self.n
-        self.ids: U64 = np.zeros(0, dtype=np.uint64)
-        self.homes: I64 = np.zeros(0, dtype=np.int64)
 
     def expire(self, blocks: Iterable[int]) -> None:
         """Tumbling windows expire by :meth:`reset` only; present for the store interface."""
+
+
+class WindowHomes(_TumblingStore):
+    """Key id -> home combiner for the current tumbling window, as arrays sorted by key id.
+
+    ``card[c]`` is the number of keys whose home is ``c``.
+    """
+
+    def reset(self) -> None:
+        """Forget every key (a new window)."""
+        super().reset()
+        self.ids: U64 = np.zeros(0, dtype=np.uint64)
+        self.homes: I64 = np.zeros(0, dtype=np.int64)
 
     def lookup(self, ids: U64) -> I64:
         """Home of every key id, ``-1`` for keys not placed in this window."""
@@ -141,25 +152,16 @@ def place_by_loads(n: int, cand: I64, loads: I64, counts: list[int]) -> list[int
     return out
 
 
-class KeyMasks:
+class KeyMasks(_TumblingStore):
     """Key id -> bit mask of the combiners whose set holds it, for the current tumbling window.
 
-    ``card[c]`` is the number of keys with bit ``c`` set. :meth:`reset` at each window boundary is the
-    only expiry.
+    ``card[c]`` is the number of keys with bit ``c`` set.
     """
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.block = 0
-        self.reset()
 
     def reset(self) -> None:
         """Empty every set (a new window)."""
-        self.card: list[int] = [0] * self.n
+        super().reset()
         self.masks: dict[int, int] = {}
-
-    def expire(self, blocks: Iterable[int]) -> None:
-        """Tumbling windows expire by :meth:`reset` only; present for the store interface."""
 
     def read(self, ids: list[int]) -> list[int]:
         """The mask of every key id (0 for keys no set holds)."""
