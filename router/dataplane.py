@@ -37,7 +37,6 @@ import numpy as np
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from connectors.kafka import make_consumer, make_producer
-from connectors.kafka_offsets import make_probe_consumer
 from router.extract import BadRecord, Extracted, Extractor
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
 from router.plane_parts import (
@@ -50,6 +49,7 @@ from router.plane_parts import (
     dead_letter,
     make_partitioner,
     next_offsets,
+    records_readable,
 )
 from schemas.exceptions import BrokerError
 from schemas.records import encode_routed
@@ -221,7 +221,8 @@ class RouteDataPlane:
         asked = [TopicPartition(self.route.raw_topic, p) for p in mine]
         now = {tp.partition: tp.offset for tp in consumer.committed(asked, timeout=10)}
         lost = {p: (o, now.get(p)) for p, o in mine.items() if now.get(p, -1) < o}  # -1001: no offset at all
-        if lost and self.exactly_once and self._records_kept(lost):
+        want = {p: o - 1 for p, (o, _) in lost.items() if o > 0}  # the records just below this worker's commits
+        if lost and self.exactly_once and records_readable(self.kafka, self.route.raw_topic, want):
             # the broker kept the records but not the offsets of a transaction committed during the rebalance
             # (Tansu): resume from the group's offsets; the replayed records carry the same (tp, p, o)
             log.warning(
@@ -240,27 +241,6 @@ class RouteDataPlane:
                 f"{'none' if n is None or n < 0 else n}; {len(lost)} partition(s)): it lost its state (a restart of "
                 f"an in-memory broker?); routed records acknowledged before may be lost. Stopping the worker"
             )
-
-    def _records_kept(self, lost: dict[int, tuple[int, int | None]]) -> bool:
-        """Whether the raw records just below this worker's commits are still readable (the broker kept them)."""
-        probe = make_probe_consumer(self.kafka.librdkafka("consumer"))  # assign only, EOF events on
-        try:
-            want = {p: o - 1 for p, (o, _) in lost.items() if o > 0}
-            probe.assign([TopicPartition(self.route.raw_topic, p, o) for p, o in want.items()])
-            found: set[int] = set()
-            deadline = time.monotonic() + 10.0
-            while len(found) < len(want) and time.monotonic() < deadline:
-                msg = probe.poll(0.5)
-                if msg is None:
-                    continue
-                err, part = msg.error(), msg.partition()
-                if err is None and part is not None and msg.offset() == want.get(part):
-                    found.add(part)
-                elif err is not None and err.code() != KafkaError._PARTITION_EOF:
-                    return False
-            return len(found) == len(want)
-        finally:
-            probe.close()
 
     def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
         # called inside consume(), between batches: commit the batch in flight before the partitions move

@@ -1,17 +1,19 @@
-"""Building blocks of the data plane: client tuning, the partitioner factory, statistics, dead letters."""
+"""Building blocks of the data plane: client tuning, the partitioner factory, statistics, dead letters, probes."""
 
 from __future__ import annotations
 
 import base64
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
+from connectors.kafka_offsets import make_probe_consumer
 from router.extract import BadRecord, Extracted
 from router.partitioners import Partitioner, create
 from schemas.records import DeadLetter
-from schemas.settings import RouteSettings
+from schemas.settings import KafkaSettings, RouteSettings
 
 __all__ = [
     "ATTEMPTS",
@@ -23,6 +25,7 @@ __all__ = [
     "dead_letter",
     "make_partitioner",
     "next_offsets",
+    "records_readable",
 ]
 
 #: Pseudo partitioner name for benchmarks: combiner = source partition mod n (no partitioner work).
@@ -107,3 +110,24 @@ def next_offsets(raw_topic: str, ext: Extracted) -> list[TopicPartition]:
         if p is not None and o is not None and o > last.get(p, -1):
             last[p] = o
     return [TopicPartition(raw_topic, p, o + 1) for p, o in last.items()]
+
+
+def records_readable(kafka: KafkaSettings, topic: str, want: dict[int, int], timeout: float = 10.0) -> bool:
+    """Whether the record at offset ``want[p]`` of every partition ``p`` of ``topic`` can still be read."""
+    probe = make_probe_consumer(kafka.librdkafka("consumer"))  # assign only, EOF events on
+    try:
+        probe.assign([TopicPartition(topic, p, o) for p, o in want.items()])
+        found: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(found) < len(want) and time.monotonic() < deadline:
+            msg = probe.poll(0.5)
+            if msg is None:
+                continue
+            err, part = msg.error(), msg.partition()
+            if err is None and part is not None and msg.offset() == want.get(part):
+                found.add(part)
+            elif err is not None and err.code() != KafkaError._PARTITION_EOF:
+                return False
+        return len(found) == len(want)
+    finally:
+        probe.close()
