@@ -68,7 +68,7 @@ import numpy.typing as npt
 from router.partitioners.base import Partitioner
 from router.partitioners.keys import KeyBatch, KeyCodec
 from router.partitioners.ring import ConsistentRing
-from router.partitioners.waterfill import pair_fill, pkg_fill, two_choice, water_fill
+from router.partitioners.waterfill import pair_fill, pkg_fill_many, two_choice_many, water_fill
 
 __all__ = ["FISHPartitioner"]
 
@@ -290,7 +290,7 @@ class FISHPartitioner(Partitioner):
         many = two[cnt[two] > 1]
         if ptime is None and many.size:  # closed form per key
             a, b, c2 = cand[many, 0], cand[many, 1], cnt[many]
-            xa = np.array(pkg_fill(a.tolist(), b.tolist(), c2.tolist(), loads), dtype=np.int64)
+            xa = pkg_fill_many(a, b, c2, loads)
             worker[many] = np.where(xa == c2, a, b)
             sp = np.flatnonzero((xa > 0) & (xa < c2))
             if sp.size:
@@ -300,8 +300,7 @@ class FISHPartitioner(Partitioner):
         elif many.size:  # capacity feedback: per-key water-filling
             self._fill(many, cand, cnt, d, worker, split)
         if ones.size:
-            chosen = two_choice(cand[ones, 0].tolist(), cand[ones, 1].tolist(), loads, ptime)
-            worker[ones] = np.array(chosen, dtype=np.int64)
+            worker[ones] = two_choice_many(cand[ones, 0], cand[ones, 1], loads, ptime)
         self._fill(rest, cand, cnt, d, worker, split)
         return worker, split
 

@@ -25,7 +25,6 @@ per-combiner sets (:mod:`router.partitioners.cardinality`).
 
 from __future__ import annotations
 
-import functools
 import math
 from abc import abstractmethod
 from typing import Any, ClassVar, Literal
@@ -33,6 +32,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
+from router.partitioners.accel import holistic_kernels
 from router.partitioners.cardinality import ExactSets, HllSets
 from router.partitioners.tumbling import (
     KeyMasks,
@@ -49,17 +49,6 @@ __all__ = ["AMPartitioner", "CAMPartitioner", "CMPartitioner", "HolisticPartitio
 
 #: Key masks are uint64 in the compiled loops.
 COMPILED_MAX_N = 64
-
-
-@functools.cache
-def compiled() -> Any:
-    """The compiled CM/LM loops (:mod:`router.partitioners.kernels`), or ``None`` without numba."""
-    try:
-        from router.partitioners import kernels
-    except ImportError:  # pragma: no cover - numba is a dependency; the Python loops still work
-        return None
-    kernels.warm()
-    return kernels
 
 
 Cardinality = Literal["exact", "hll"]
@@ -111,7 +100,7 @@ class HolisticPartitioner(GroupedPartitioner):
         if self.sliding:
             return ExactSets(self.n, sliding=True)
         if self.n <= COMPILED_MAX_N:
-            compiled()  # load the compiled loops now rather than inside the first batch
+            holistic_kernels()  # load the compiled loops now rather than inside the first batch
         return KeyMasks(self.n)
 
     def _sets(self) -> ExactSets | HllSets:
@@ -256,7 +245,7 @@ class CMPartitioner(HolisticPartitioner):
     name = "cm"
 
     def _decide_masks(self, store: KeyMasks, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
-        kernels = compiled() if self.n <= COMPILED_MAX_N else None
+        kernels = holistic_kernels() if self.n <= COMPILED_MAX_N else None
         if kernels is not None:
             masks_arr = np.fromiter(store.read(ids), np.uint64, len(ids))
             card = np.asarray(store.card, dtype=np.int64)
@@ -313,7 +302,7 @@ class LMPartitioner(HolisticPartitioner):
         self._params["p"] = self.p
 
     def _decide_masks(self, store: KeyMasks, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
-        kernels = compiled() if self.n <= COMPILED_MAX_N else None
+        kernels = holistic_kernels() if self.n <= COMPILED_MAX_N else None
         if kernels is not None:
             masks_arr = np.fromiter(store.read(ids), np.uint64, len(ids))
             card = np.asarray(store.card, dtype=np.int64)

@@ -20,6 +20,8 @@ import mmh3
 import numpy as np
 import numpy.typing as npt
 
+from router.partitioners.accel import choice_kernels
+
 __all__ = [
     "DEFAULT_HASH_SEED",
     "KEY_ID_SEED",
@@ -136,7 +138,7 @@ class KeyCodec:
             hashes[:, j] = np.fromiter((hash32(b, seed, signed=False) for b in raw), np.uint32, len(raw))
         return ids, hashes
 
-    def _rows(self, keys: list[Any]) -> npt.NDArray[np.intp]:
+    def _rows(self, keys: Sequence[Any]) -> npt.NDArray[np.intp]:
         """Row of every key in the id/hash tables, computing (in bulk) the keys not seen before."""
         cache = self._cache
         if len(cache) > MAX_CACHE:
@@ -146,7 +148,7 @@ class KeyCodec:
         rows = np.fromiter(map(get, keys, repeat(-1)), np.intp, len(keys))
         missing = np.flatnonzero(rows < 0)
         if missing.size:
-            new = [keys[i] for i in missing.tolist()]
+            new = list(dict.fromkeys(keys[i] for i in missing.tolist()))  # a key may repeat in ``keys``
             new_ids, new_hashes = self._compute_many(new)
             lo, hi = self._used, self._used + len(new)
             if hi > self._ids.shape[0]:
@@ -156,7 +158,7 @@ class KeyCodec:
             self._ids[lo:hi], self._hashes[lo:hi] = new_ids, new_hashes
             cache.update(zip(new, range(lo, hi), strict=True))
             self._used = hi
-            rows[missing] = np.arange(lo, hi, dtype=np.intp)
+            rows[missing] = np.fromiter(map(cache.__getitem__, (keys[i] for i in missing.tolist())), np.intp)
         return rows
 
     def _lookup(self, keys: list[Any]) -> tuple[U64, U32]:
@@ -192,6 +194,10 @@ class KeyCodec:
                 ids, hashes = self._lookup(uniq.tolist())
             return KeyBatch(ids, hashes, inverse.astype(np.intp, copy=False))
         seq: Sequence[Any] = keys.tolist() if isinstance(keys, np.ndarray) else keys  # type: ignore[assignment]
+        kernels = choice_kernels()
+        if kernels is not None:  # one dict lookup per tuple, then the first-appearance pass compiled
+            uniq, inverse = kernels.first_appearance(self._rows(seq), self._used)
+            return KeyBatch(self._ids[uniq], self._hashes[uniq], inverse)
         distinct = list(dict.fromkeys(seq))  # distinct keys in order of first appearance (in C)
         pos = dict(zip(distinct, range(len(distinct)), strict=True))
         ids, hashes = self._lookup(distinct)

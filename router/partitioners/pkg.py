@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from router.partitioners.accel import choice_kernels
 from router.partitioners.windows import I64, U64, GroupedPartitioner
 
 __all__ = ["PKGPartitioner", "water_fill"]
@@ -129,7 +130,18 @@ class PKGPartitioner(GroupedPartitioner):
         return greedy_sequence(pc, ps, pt, po)
 
     def _decide2(self, cand: I64, counts: I64) -> npt.ArrayLike:
-        """``d = 2``: :func:`water_fill`'s closed form inlined (the hot loop of the data path)."""
+        """``d = 2``: the compiled per-tuple loop, else :func:`water_fill`'s closed form inlined."""
+        kernels = choice_kernels()
+        if kernels is not None:
+            loads_arr = np.array(self.loads, dtype=np.int64)
+            out = np.empty(int(counts.sum()), dtype=np.int64)
+            kernels.pkg_greedy(np.ascontiguousarray(cand), counts, loads_arr, out)
+            self.loads = loads_arr.tolist()
+            return out
+        return self._decide2_python(cand, counts)
+
+    def _decide2_python(self, cand: I64, counts: I64) -> npt.ArrayLike:
+        """:meth:`_decide2` without numba: :func:`water_fill`'s closed form per key, then the per-tuple order."""
         loads = self.loads
         xs: list[int] = []  # tuples of each key on its first candidate
         splits: list[tuple[int, int, int]] = []  # (key, load of a, load of b) for keys on both

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["pair_fill", "pkg_fill", "two_choice", "water_fill"]
+import numpy as np
+import numpy.typing as npt
+
+from router.partitioners.accel import choice_kernels
+
+__all__ = ["pair_fill", "pkg_fill", "pkg_fill_many", "two_choice", "two_choice_many", "water_fill"]
+
+I64 = npt.NDArray[np.int64]
 
 
 def pair_fill(la: float, lb: float, c: int) -> int:
@@ -113,4 +120,34 @@ def two_choice(first: list[int], second: list[int], loads: list[float], ptime: l
             wait[b] += ptime[b]
             put(b)
     loads[:] = [w / s for w, s in zip(wait, ptime, strict=True)]
+    return out
+
+
+def pkg_fill_many(first: I64, second: I64, counts: I64, loads: list[float]) -> I64:
+    """:func:`pkg_fill` on arrays: the compiled loop when numba is there (same decisions), else the Python one."""
+    kernels = choice_kernels()
+    if kernels is None:
+        return np.array(pkg_fill(first.tolist(), second.tolist(), counts.tolist(), loads), dtype=np.int64)
+    arr = np.array(loads, dtype=np.float64)
+    out = np.empty(first.shape[0], dtype=np.int64)
+    kernels.pkg_fill_kernel(first, second, counts, arr, out)
+    loads[:] = arr.tolist()
+    return out
+
+
+def two_choice_many(first: I64, second: I64, loads: list[float], ptime: list[float] | None) -> I64:
+    """:func:`two_choice` on arrays: the compiled loop when numba is there (same decisions), else the Python one."""
+    kernels = choice_kernels()
+    if kernels is None:
+        return np.array(two_choice(first.tolist(), second.tolist(), loads, ptime), dtype=np.int64)
+    out = np.empty(first.shape[0], dtype=np.int64)
+    if ptime is None:
+        arr = np.array(loads, dtype=np.float64)
+        kernels.two_choice_kernel(first, second, arr, out)
+        loads[:] = arr.tolist()
+        return out
+    step = np.array(ptime, dtype=np.float64)
+    wait = np.array(loads, dtype=np.float64) * step
+    kernels.two_choice_weighted(first, second, wait, step, out)
+    loads[:] = (wait / step).tolist()
     return out

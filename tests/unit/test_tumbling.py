@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from router.partitioners import create
+from router.partitioners.accel import holistic_kernels
 from router.partitioners.cardinality import ExactSets
-from router.partitioners.holistic import HolisticPartitioner, compiled
+from router.partitioners.holistic import HolisticPartitioner
 from router.partitioners.tumbling import KeyMasks, WindowHomes, cm_loop, known_prefix_loads, lm_loop
 
 
@@ -76,7 +77,7 @@ def test_known_prefix_loads_is_the_running_sum(homes: list[int], data: st.DataOb
 
 @pytest.mark.parametrize("d", [1, 2, 3])
 def test_compiled_loops_equal_the_python_loops(d: int) -> None:
-    kernels = compiled()
+    kernels = holistic_kernels()
     assert kernels is not None  # numba is a dependency: the compiled path must be the one in use
     rng = np.random.default_rng(d)
     n, keys = 9, 3000

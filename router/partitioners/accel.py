@@ -1,0 +1,36 @@
+"""Loading of the compiled (numba) loops, with the pure-Python loops as the fallback.
+
+numba is a dependency, so the compiled kernels are what runs; the Python loops stay the reference (tests
+compare both) and serve any interpreter numba does not support. Each loader compiles its module's kernels
+on the first call in a process (~2 s once per machine, then ~0.1-0.3 s from numba's on-disk cache) and
+returns the module, or ``None`` when numba is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+
+__all__ = ["choice_kernels", "holistic_kernels"]
+
+
+@functools.cache
+def holistic_kernels() -> ModuleType | None:
+    """:mod:`router.partitioners.kernels` (CM, LM, AM and cAM loops), or ``None`` without numba."""
+    try:
+        from router.partitioners import kernels
+    except ImportError:  # pragma: no cover - numba is a dependency; the Python loops still work
+        return None
+    kernels.warm()
+    return kernels
+
+
+@functools.cache
+def choice_kernels() -> ModuleType | None:
+    """:mod:`router.partitioners.kernels_choice` (key codec, PKG and FISH loops), or ``None`` without numba."""
+    try:
+        from router.partitioners import kernels_choice
+    except ImportError:  # pragma: no cover - numba is a dependency; the Python loops still work
+        return None
+    kernels_choice.warm()
+    return kernels_choice

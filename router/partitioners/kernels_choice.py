@@ -1,0 +1,125 @@
+"""Compiled (numba) twins of the per-key loops of the key codec, PKG and FISH.
+
+Each kernel does the same arithmetic in the same order as the Python function it stands for (no
+fast-math), so decisions are identical; tests compare both:
+
+* :func:`first_appearance` - :meth:`router.partitioners.keys.KeyCodec.encode` (distinct keys of a batch in
+  order of first appearance, and each tuple's index into them);
+* :func:`pkg_greedy` - PKG with ``d = 2`` (:meth:`router.partitioners.pkg.PKGPartitioner._decide2`);
+* :func:`two_choice_kernel`, :func:`two_choice_weighted`, :func:`pkg_fill_kernel` -
+  :func:`router.partitioners.waterfill.two_choice` and :func:`~router.partitioners.waterfill.pkg_fill`.
+
+Compiled on first use and cached next to this file (``cache=True``); loaded through
+:func:`router.partitioners.accel.choice_kernels`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+__all__ = ["first_appearance", "pkg_fill_kernel", "pkg_greedy", "two_choice_kernel", "two_choice_weighted", "warm"]
+
+
+@njit(cache=True)
+def first_appearance(rows, size):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Distinct values of ``rows`` (each in ``[0, size)``) in order of first appearance, and each row's index."""
+    local = np.full(size, -1, np.intp)
+    inverse = np.empty(rows.shape[0], np.intp)
+    uniq = np.empty(rows.shape[0], np.intp)
+    m = 0
+    for t in range(rows.shape[0]):
+        r = rows[t]
+        j = local[r]
+        if j < 0:
+            j = m
+            local[r] = m
+            uniq[m] = r
+            m += 1
+        inverse[t] = j
+    return uniq[:m], inverse
+
+
+@njit(cache=True)
+def pkg_greedy(cand, counts, loads, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """PKG (two candidates): every tuple, key after key, to the less loaded candidate (ties: the first)."""
+    t = 0
+    for i in range(cand.shape[0]):
+        a = cand[i, 0]
+        b = cand[i, 1]
+        for _ in range(counts[i]):
+            if loads[a] <= loads[b]:
+                loads[a] += 1
+                out[t] = a
+            else:
+                loads[b] += 1
+                out[t] = b
+            t += 1
+
+
+@njit(cache=True)
+def two_choice_kernel(first, second, loads, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """One tuple per key: to the candidate with the smaller load (ties: ``first``); ``loads`` float64."""
+    for i in range(first.shape[0]):
+        a = first[i]
+        b = second[i]
+        if loads[a] <= loads[b]:
+            loads[a] += 1
+            out[i] = a
+        else:
+            loads[b] += 1
+            out[i] = b
+
+
+@njit(cache=True)
+def two_choice_weighted(first, second, wait, ptime, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """As :func:`two_choice_kernel` on waiting times ``wait = C_w * P_w``, each tuple adding ``P_w``."""
+    for i in range(first.shape[0]):
+        a = first[i]
+        b = second[i]
+        if wait[a] <= wait[b]:
+            wait[a] += ptime[a]
+            out[i] = a
+        else:
+            wait[b] += ptime[b]
+            out[i] = b
+
+
+@njit(cache=True)
+def pkg_fill_kernel(first, second, counts, loads, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Tuples each key sends to ``first`` (the closed form of ``pair_fill``), keys in order; ``loads`` float64."""
+    for i in range(first.shape[0]):
+        a = first[i]
+        b = second[i]
+        c = counts[i]
+        la = loads[a]
+        lb = loads[b]
+        if c == 1:
+            if la <= lb:
+                loads[a] = la + 1
+                out[i] = 1
+            else:
+                loads[b] = lb + 1
+                out[i] = 0
+            continue
+        if la <= lb:
+            head = min(c, math.floor(lb - la) + 1)
+            xa = head + (c - head) // 2
+        else:
+            head = min(c, math.ceil(la - lb))
+            xa = (c - head + 1) // 2
+        loads[a] = la + xa
+        loads[b] = lb + c - xa
+        out[i] = xa
+
+
+def warm() -> None:
+    """Compile (or load from the cache) every kernel for the array types the callers pass."""
+    i64, f64 = np.zeros(0, np.int64), np.zeros(1, np.float64)
+    first_appearance(np.zeros(0, np.intp), 1)
+    pkg_greedy(np.zeros((0, 2), np.int64), i64, np.zeros(1, np.int64), i64)
+    two_choice_kernel(i64, i64, f64, i64)
+    two_choice_weighted(i64, i64, f64, f64, i64)
+    pkg_fill_kernel(i64, i64, i64, f64, i64)
