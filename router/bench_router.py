@@ -3,8 +3,9 @@
 ``python -m router.bench_router`` (or ``skewroute router-bench``): preloads one raw topic per workload (Zipf 1.5
 over 10k keys, uniform over 10k keys; small JSON values), then for every configuration runs one worker process
 (a fresh consumer group and combiner topic each) that routes the whole topic and reports the time from the first
-record consumed to the last routed record acknowledged. Configurations: ``passthrough`` (combiner = source
-partition mod n: the same consume/extract/encode/produce/commit work with no partitioner) and every name in
+record consumed to the last routed record acknowledged. Configurations: ``passthrough`` (combiner =
+(source partition + offset) mod n: the same consume/extract/encode/produce/commit work, spread evenly over all
+``n`` combiner partitions like a balancing partitioner, with no key work) and every name in
 ``router.partitioners.available()``. Rounds interleave the configurations so machine noise hits all alike;
 each configuration runs right next to a pass-through run of its own (order alternating), and the table gives
 the median of the rounds and, per configuration, the median over rounds of its rate divided by the adjacent
@@ -134,6 +135,7 @@ def _hotpath_once(msgs: list[Any], name: str, batch: int, combiners: int) -> lis
 
     from router.dataplane import PASSTHROUGH, make_partitioner
     from router.extract import Extractor
+    from router.plane_parts import passthrough
     from schemas.records import encode_routed
     from schemas.settings import RouteSettings
 
@@ -153,10 +155,7 @@ def _hotpath_once(msgs: list[Any], name: str, batch: int, combiners: int) -> lis
         a = time.thread_time()
         e = ex.extract(chunk)
         b = time.thread_time()
-        if part is None:
-            cs = (np.asarray(e.partitions, dtype=np.int32) % combiners).tolist()
-        else:
-            cs = part.assign(e.keys).tolist()
+        cs = passthrough(e, combiners).tolist() if part is None else part.assign(e.keys).tolist()
         c = time.thread_time()
         for k, t, cc, p, o, x, v in zip(e.keys, e.times, cs, e.partitions, e.offsets, e.measures, e.values,
                                         strict=True):  # fmt: skip

@@ -49,6 +49,7 @@ from router.plane_parts import (
     dead_letter,
     make_partitioner,
     next_offsets,
+    passthrough,
     records_readable,
 )
 from schemas.exceptions import BrokerError
@@ -329,7 +330,7 @@ class RouteDataPlane:
             self._clock = int(clock[-1])
         t0 = time.perf_counter()
         if self.partitioner is None:
-            combiners = np.asarray(ext.partitions, dtype=np.int32) % self.route.combiners
+            combiners = passthrough(ext, self.route.combiners)
         else:
             combiners = self.partitioner.assign(ext.keys, None if self._count_window else clock)
         dt = time.perf_counter() - t0

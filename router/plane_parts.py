@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from confluent_kafka import KafkaError, TopicPartition
 
 from connectors.kafka_offsets import make_probe_consumer
@@ -25,10 +27,11 @@ __all__ = [
     "dead_letter",
     "make_partitioner",
     "next_offsets",
+    "passthrough",
     "records_readable",
 ]
 
-#: Pseudo partitioner name for benchmarks: combiner = source partition mod n (no partitioner work).
+#: Pseudo partitioner name for benchmarks: no partitioner work, the same output I/O (see :func:`passthrough`).
 PASSTHROUGH = "passthrough"
 #: Consumer settings of the data plane (large fetches: the loop wants whole batches at once).
 CONSUMER_TUNING: dict[str, Any] = {
@@ -69,6 +72,17 @@ class DataPlaneStats:
     assign_s: float = 0.0  # assign + window metrics + offsets to commit
     produce_s: float = 0.0  # encode + produce() (the transaction's whole time goes to deliver_s)
     deliver_s: float = 0.0  # flush + commit
+
+
+def passthrough(ext: Extracted, n: int) -> npt.NDArray[np.int32]:
+    """Combiners of the :data:`PASSTHROUGH` route: ``(source partition + offset) mod n``.
+
+    Every combiner partition gets an equal share of the records, as under a balancing partitioner, so the
+    pass-through run does the same output I/O (``n`` partitions, not only as many as the raw topic has)
+    with no key work at all.
+    """
+    parts = np.asarray(ext.partitions, dtype=np.int64)
+    return ((parts + np.asarray(ext.offsets, dtype=np.int64)) % n).astype(np.int32)
 
 
 def make_partitioner(route: RouteSettings, name: str | None = None) -> Partitioner | None:
