@@ -172,6 +172,7 @@ class _AffinityPartitioner(HolisticPartitioner):
 
     def _make_store(self) -> ExactSets | HllSets | KeyMasks | WindowHomes:
         if self.cardinality == "exact" and not self.sliding:
+            holistic_kernels()  # load the compiled placement loops now rather than inside the first batch
             return WindowHomes(self.n)  # one home per key and window: vectorised (tumbling.py)
         return super()._make_store()
 
@@ -182,17 +183,25 @@ class _AffinityPartitioner(HolisticPartitioner):
         homes = store.lookup(ids)
         new = np.flatnonzero(homes < 0)
         if new.shape[0]:
-            new_cand = cand[new]
+            new_cand = np.ascontiguousarray(cand[new])
+            kernels = holistic_kernels()
             if self.by_tuples:
                 before = known_prefix_loads(homes, counts, new, new_cand) + np.asarray(self.loads)[new_cand]
-                placed = place_by_loads(self.n, new_cand, before, counts[new].tolist())
+                if kernels is not None:
+                    placed = np.empty(new.shape[0], dtype=np.int64)
+                    kernels.cam_kernel(self.n, new_cand, before, counts[new], placed)
+                else:
+                    placed = np.asarray(place_by_loads(self.n, new_cand, before, counts[new].tolist()))
+                store.card = (np.asarray(store.card, dtype=np.int64) + np.bincount(placed, minlength=self.n)).tolist()
+            elif kernels is not None:
+                card = np.asarray(store.card, dtype=np.int64)
+                placed = np.empty(new.shape[0], dtype=np.int64)
+                kernels.am_kernel(card, new_cand, placed)
+                store.card = card.tolist()
             else:
-                placed = place_by_cards(store.card, new_cand)
+                placed = np.asarray(place_by_cards(store.card, new_cand))  # counts them in store.card
             homes[new] = placed
             store.insert(ids[new], homes[new])
-            if self.by_tuples:  # AM's place_by_cards already counted them
-                for c in placed:
-                    store.card[c] += 1
         add = np.bincount(homes, weights=counts, minlength=self.n).astype(np.int64)
         self.loads = [a + b for a, b in zip(self.loads, add.tolist(), strict=True)]
         return np.repeat(homes, counts)

@@ -1,9 +1,11 @@
-"""Compiled (numba) versions of the CM and LM per-tuple loops of :mod:`router.partitioners.tumbling`.
+"""Compiled (numba) versions of the loops of :mod:`router.partitioners.tumbling` (CM, LM, AM, cAM).
 
-Same arithmetic in the same order as :func:`~router.partitioners.tumbling.cm_loop` and
-:func:`~router.partitioners.tumbling.lm_loop` (numba compiles without fast-math, so the floating-point
-comparisons of LM give the same decisions; tests compare both). Key masks are ``uint64`` here, so these
-serve ``n <= 64`` combiners; the Python loops serve the rest and any machine without numba.
+Same arithmetic in the same order as :func:`~router.partitioners.tumbling.cm_loop`,
+:func:`~router.partitioners.tumbling.lm_loop`, :func:`~router.partitioners.tumbling.place_by_cards` and
+:func:`~router.partitioners.tumbling.place_by_loads` (numba compiles without fast-math, so the floating-point
+comparisons of LM give the same decisions; tests compare both). Key masks are ``uint64`` here, so CM and
+LM serve ``n <= 64`` combiners (AM and cAM any ``n``); the Python loops serve the rest and any machine
+without numba.
 
 Compiled on first use and cached next to this file (``cache=True``): ~2 s once, ~0.3 s per process after.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["cm_kernel", "lm_kernel"]
+__all__ = ["am_kernel", "cam_kernel", "cm_kernel", "lm_kernel", "warm"]
 
 
 @njit(cache=True)
@@ -91,9 +93,45 @@ def lm_kernel(card, loads, p, cand, counts, masks, out):  # type: ignore[no-unty
     return t
 
 
+@njit(cache=True)
+def am_kernel(card, cand, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """AM: each new key to its candidate with the fewest keys (ties: the first); counts it in ``card``."""
+    d = cand.shape[1]
+    for i in range(cand.shape[0]):
+        home = cand[i, 0]
+        best = card[home]
+        for j in range(1, d):
+            x = cand[i, j]
+            if card[x] < best:
+                home = x
+                best = card[x]
+        card[home] += 1
+        out[i] = home
+
+
+@njit(cache=True)
+def cam_kernel(n, cand, loads, counts, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """cAM: each new key to its candidate with the fewest tuples (``loads[i, j]`` + earlier new keys' tuples)."""
+    extra = np.zeros(n, np.int64)
+    d = cand.shape[1]
+    for i in range(cand.shape[0]):
+        home = cand[i, 0]
+        best = loads[i, 0] + extra[home]
+        for j in range(1, d):
+            x = cand[i, j]
+            v = loads[i, j] + extra[x]
+            if v < best:
+                home = x
+                best = v
+        extra[home] += counts[i]
+        out[i] = home
+
+
 def warm() -> None:
     """Compile (or load from the cache) both kernels for the array types the partitioners pass."""
     i64, u64 = np.zeros(0, np.int64), np.zeros(0, np.uint64)
     cand = np.zeros((0, 2), np.int64)
     cm_kernel(np.zeros(1, np.int64), cand, i64, u64, i64, i64)
     lm_kernel(np.zeros(1, np.int64), np.zeros(1, np.int64), 0.5, cand, i64, u64, i64)
+    am_kernel(np.zeros(1, np.int64), cand, i64)
+    cam_kernel(1, cand, cand, i64, i64)

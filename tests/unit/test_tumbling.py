@@ -11,7 +11,15 @@ from router.partitioners import create
 from router.partitioners.accel import holistic_kernels
 from router.partitioners.cardinality import ExactSets
 from router.partitioners.holistic import HolisticPartitioner
-from router.partitioners.tumbling import KeyMasks, WindowHomes, cm_loop, known_prefix_loads, lm_loop
+from router.partitioners.tumbling import (
+    KeyMasks,
+    WindowHomes,
+    cm_loop,
+    known_prefix_loads,
+    lm_loop,
+    place_by_cards,
+    place_by_loads,
+)
 
 
 def general(name: str, n: int, **kw: object) -> HolisticPartitioner:
@@ -101,3 +109,14 @@ def test_compiled_loops_equal_the_python_loops(d: int) -> None:
     kernels.lm_kernel(k_card, k_loads, 0.5, cand, counts, k_masks, out)
     assert out.tolist() == seq
     assert (k_card.tolist(), k_loads.tolist(), k_masks.tolist()) == (card, loads, masks)
+
+    card = list(card0)
+    placed = place_by_cards(card, cand)
+    k_card, out = np.array(card0, np.int64), np.empty(keys, np.int64)
+    kernels.am_kernel(k_card, cand, out)
+    assert out.tolist() == placed and k_card.tolist() == card
+
+    before = rng.integers(0, 40, (keys, d)).astype(np.int64)
+    out = np.empty(keys, np.int64)
+    kernels.cam_kernel(n, cand, before, counts, out)
+    assert out.tolist() == place_by_loads(n, cand, before, counts.tolist())
