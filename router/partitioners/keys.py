@@ -113,6 +113,7 @@ class KeyCodec:
             raise ValueError(f"n_hashes must be >= 0, got {n_hashes}")
         self.n_hashes = n_hashes
         self.hash_seed = hash_seed
+        choice_kernels()  # load the compiled loops now (once per process) rather than inside the first batch
         self.seeds = tuple(hash_seed + SEED_STEP * j for j in range(n_hashes))
         self._cache: dict[Any, int] = {}  # key -> its row in _ids / _hashes
         self._used = 0  # rows of _ids / _hashes in use
