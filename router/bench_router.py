@@ -1,16 +1,20 @@
-"""Router throughput benchmark: end-to-end tuples/s of one worker per partitioner, next to a pass-through route.
+"""Router throughput benchmark: end-to-end tuples/s of a worker per partitioner, next to a pass-through route.
 
 ``python -m router.bench_router`` (or ``skewroute router-bench``): preloads one raw topic per workload (Zipf 1.5
-over 10k keys, uniform over 10k keys; small JSON values), then for every configuration runs one worker process
-(a fresh consumer group and combiner topic each) that routes the whole topic and reports the time from the first
-record consumed to the last routed record acknowledged. Configurations: ``passthrough`` (combiner =
+over 10k keys, uniform over 10k keys; small JSON values). Configurations: ``passthrough`` (combiner =
 (source partition + offset) mod n: the same consume/extract/encode/produce/commit work, spread evenly over all
 ``n`` combiner partitions like a balancing partitioner, with no key work) and every name in
-``router.partitioners.available()``. Rounds interleave the configurations so machine noise hits all alike;
-each configuration runs right next to a pass-through run of its own (order alternating), and the table gives
-the median of the rounds and, per configuration, the median over rounds of its rate divided by the adjacent
-pass-through rate (paired ratios: a slow spell on the shared machine hits both runs of a pair).
-Writes ``reports/router-throughput.md``.
+``router.partitioners.available()``. Two sections (``--mode``):
+
+* pairs: per configuration, one process runs a pass-through route and the configuration's route turn by turn,
+  batch by batch (:mod:`router.bench_pair`); the ratio of the two rates does not move with the host's slow
+  spells, which hit both routes alike.
+* separate: one worker process per configuration (a fresh consumer group and combiner topic each) routes the
+  whole topic; the time runs from the first record consumed to the last routed record acknowledged. Each
+  configuration runs right next to a pass-through process of its own (order alternating); the ratio is the
+  median over rounds of rate / that adjacent pass-through rate.
+
+Rounds rotate the configuration order. Writes ``reports/router-throughput.md``.
 """
 
 from __future__ import annotations
@@ -30,9 +34,21 @@ from typing import Any
 
 import numpy as np
 
+from router.bench_pair import pair_table
+from router.dataplane import PASSTHROUGH
+
 __all__ = ["main"]
 
 WORKLOADS = {"zipf1.5": 1.5, "uniform": 0.0}
+SEPARATE = (
+    "Every configuration runs right before or after a pass-through process of its own (order alternating); "
+    "its ratio is the median over rounds of rate / that adjacent pass-through rate. End-to-end rate = records / "
+    "(time the last routed record of the topic was acknowledged and its offsets committed - time the first "
+    "record was consumed); the group join before the first record is excluded. µs/tuple columns are wall time "
+    "per record in each phase of the batch loop (assign includes window metrics; the partitioner's own share in "
+    "parentheses). Tuples per CPU-second = records / CPU time of the worker process (all its threads, "
+    "librdkafka's included) over the same span."
+)
 KEYS = 10_000
 RAW_PARTITIONS = 4
 
@@ -61,34 +77,16 @@ def _preload(bootstrap: str, topic: str, n: int, s: float, seed: int) -> None:
 
 
 def _child(args: argparse.Namespace) -> None:
-    """One worker process: route the whole raw topic once, print the stats as JSON."""
-    from connectors.admin import ensure_route_topics
-    from connectors.kafka import make_admin
-    from router.dataplane import PASSTHROUGH, RouteDataPlane
-    from router.observability import RouterMetrics
-    from schemas.settings import SkewrouteSettings
+    """One worker process: route the whole raw topic once (or a pair, turn by turn), print the stats as JSON."""
+    from router.bench_pair import drop_combiner_topic, make_plane, run_pair
 
-    tag = f"{args.partitioner}-{os.getpid()}-{time.time_ns()}"
-    s = SkewrouteSettings.load(
-        kafka={"bootstrap_servers": args.bootstrap, "producer": json.loads(args.producer_conf)},
-        router={"app_id": f"bench-{tag}", "batch_max_records": args.batch, "log_level": "WARNING"},
-        routes=[
-            {
-                "raw_topic": args.raw,
-                "name": f"r-{tag}",
-                "combiner_topic": f"{args.raw}.c.{tag}",
-                "dead_letter_topic": f"{args.raw}.dlq",
-                "combiners": args.combiners,
-                "window": {"kind": "count", "size": 60_000, "slide": 1_000},
-                "partitioner": {"name": "hash" if args.partitioner == PASSTHROUGH else args.partitioner},
-            }
-        ],
-    )
-    route = s.routes[0]
-    ensure_route_topics(s.kafka, route)
-    plane = RouteDataPlane(
-        s.kafka, s.router, route, RouterMetrics(tag), instance_id=tag, partitioner=args.partitioner, stop_after=args.n
-    ).start()
+    if args.pair:
+        pair = run_pair(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
+                        combiners=args.combiners, producer_conf=args.producer_conf, timeout=args.timeout)  # fmt: skip
+        print(json.dumps(pair))
+        return
+    plane = make_plane(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
+                       combiners=args.combiners, producer_conf=args.producer_conf).start()  # fmt: skip
     plane.join(args.timeout)
     st = plane.stats
     ok = plane.error is None and st.consumed >= args.n and st.first_consumed is not None and st.last_acked is not None
@@ -96,7 +94,7 @@ def _child(args: argparse.Namespace) -> None:
     if plane.alive:
         plane.stop()
         plane.join(30)
-    make_admin(s.kafka).delete_topics([route.combiner_topic_name])  # keep the in-memory broker small
+    drop_combiner_topic(plane)
     print(
         json.dumps(
             {
@@ -116,11 +114,11 @@ def _child(args: argparse.Namespace) -> None:
     )
 
 
-def _run_child(args: argparse.Namespace, raw: str, name: str) -> dict[str, Any]:
+def _run_child(args: argparse.Namespace, raw: str, name: str, *, pair: bool = False) -> dict[str, Any]:
     cmd = [
         sys.executable, "-m", "router.bench_router", "--child", "--bootstrap", args.bootstrap, "--raw", raw,
         "--partitioner", name, "-n", str(args.n), "--batch", str(args.batch), "--combiners", str(args.combiners),
-        "--timeout", str(args.timeout), "--producer-conf", args.producer_conf,
+        "--timeout", str(args.timeout), "--producer-conf", args.producer_conf, *(["--pair"] if pair else []),
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 60)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -129,11 +127,45 @@ def _run_child(args: argparse.Namespace, raw: str, name: str) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def _pair_rounds(args: argparse.Namespace, raw: str, names: list[str], per: dict[str, list[dict[str, Any]]]) -> None:
+    """Every configuration against pass-through in one process, turn by turn (:mod:`router.bench_pair`)."""
+    for rnd in range(args.rounds):
+        for name in names[rnd % len(names) :] + names[: rnd % len(names)]:  # rotated
+            r = _run_child(args, raw, name, pair=True)
+            per.setdefault(name, []).append(r)
+            if name in r and r[name].get("ok") and r[PASSTHROUGH].get("ok"):
+                x, base = r[name]["rate"], r[PASSTHROUGH]["rate"]
+                shown = f"{x:,.0f} tuples/s, pass-through {base:,.0f} in the same process: {x / base:.3f}x"
+            else:
+                shown = f"FAILED {str(r.get('error'))[-200:]}"
+            print(f"  pair round {rnd + 1} {name:<12} {shown}", flush=True)
+
+
+def _separate_rounds(
+    args: argparse.Namespace, raw: str, names: list[str], per: dict[str, list[dict[str, Any]]]
+) -> None:
+    """One worker process per configuration, each next to a pass-through process of its own."""
+    for rnd in range(args.rounds):
+        for i, name in enumerate(names[rnd % len(names) :] + names[: rnd % len(names)]):  # rotated
+            pair = [name] if name == PASSTHROUGH else [PASSTHROUGH, name][:: 1 if (rnd + i) % 2 else -1]
+            runs = {n: _run_child(args, raw, n) for n in pair}  # adjacent: the same spell of noise
+            for n, r in runs.items():
+                if n != PASSTHROUGH:
+                    r["base"] = runs[PASSTHROUGH]
+                per.setdefault(n, []).append(r)
+            r = runs[name]
+            shown = f"{r['rate']:,.0f} tuples/s" if r.get("ok") else f"FAILED {str(r.get('error'))[-200:]}"
+            base = runs[PASSTHROUGH]
+            if name != PASSTHROUGH and r.get("ok") and base.get("ok") and base["rate"] > 0:
+                shown += f" (adjacent pass-through {base['rate']:,.0f}: {r['rate'] / base['rate']:.2f}x)"
+            print(f"  round {rnd + 1} {name:<12} {shown}", flush=True)
+
+
 def _hotpath_once(msgs: list[Any], name: str, batch: int, combiners: int) -> list[float]:
     """Thread CPU seconds of extract, assign, encode+produce over ``msgs`` for one configuration."""
     from confluent_kafka import Producer
 
-    from router.dataplane import PASSTHROUGH, make_partitioner
+    from router.dataplane import make_partitioner
     from router.extract import Extractor
     from router.plane_parts import passthrough
     from schemas.records import encode_routed
@@ -263,7 +295,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--producer-conf", default="{}", help="extra librdkafka producer properties (JSON)")
     ap.add_argument("--report", type=Path, default=Path("reports/router-throughput.md"))
     ap.add_argument("--hotpath", action="store_true", help="only the in-memory per-phase CPU profile (no broker)")
+    ap.add_argument("--mode", choices=["both", "pairs", "separate"], default="both",
+                    help="pairs: pass-through and each partitioner in one process, turn by turn (robust ratios); "
+                         "separate: one worker process per configuration (absolute rates); both (default)")  # fmt: skip
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--pair", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--raw", help=argparse.SUPPRESS)
     ap.add_argument("--partitioner", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -272,7 +308,6 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     from connectors.broker import EmbeddedBroker, free_port
-    from router.dataplane import PASSTHROUGH
     from router.partitioners import available
 
     names = args.only.split(",") if args.only else ["passthrough", *available()]
@@ -287,32 +322,30 @@ def main(argv: list[str] | None = None) -> None:
     load0 = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    pairs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     try:
         for wl in args.workloads.split(","):
             raw = f"bench-{wl}-{time.time_ns()}"
             t0 = time.monotonic()
             _preload(args.bootstrap, raw, args.n, WORKLOADS[wl], seed=1)
             print(f"{wl}: preloaded {args.n:,} records in {time.monotonic() - t0:.1f} s", flush=True)
-            per: dict[str, list[dict[str, Any]]] = results.setdefault(wl, {})
-            for rnd in range(args.rounds):
-                for i, name in enumerate(names[rnd % len(names) :] + names[: rnd % len(names)]):  # rotated
-                    pair = [name] if name == PASSTHROUGH else [PASSTHROUGH, name][:: 1 if (rnd + i) % 2 else -1]
-                    runs = {n: _run_child(args, raw, n) for n in pair}  # adjacent: the same spell of noise
-                    for n, r in runs.items():
-                        if n != PASSTHROUGH:
-                            r["base"] = runs[PASSTHROUGH]
-                        per.setdefault(n, []).append(r)
-                    r = runs[name]
-                    shown = f"{r['rate']:,.0f} tuples/s" if r.get("ok") else f"FAILED {str(r.get('error'))[-200:]}"
-                    base = runs[PASSTHROUGH]
-                    if name != PASSTHROUGH and r.get("ok") and base.get("ok") and base["rate"] > 0:
-                        shown += f" (adjacent pass-through {base['rate']:,.0f}: {r['rate'] / base['rate']:.2f}x)"
-                    print(f"  round {rnd + 1} {name:<12} {shown}", flush=True)
+            if args.mode in ("pairs", "both"):
+                _pair_rounds(args, raw, [x for x in names if x != PASSTHROUGH], pairs.setdefault(wl, {}))
+            if args.mode in ("separate", "both"):
+                _separate_rounds(args, raw, names, results.setdefault(wl, {}))
     finally:
         if broker is not None:
             broker.stop()
     load1 = os.getloadavg()
-    lines = _table(results, names)
+    lines = pair_table(pairs, args.rounds)
+    if results:
+        lines += [
+            f"## One worker process per configuration ({args.rounds} rounds)",
+            "",
+            SEPARATE,
+            "",
+            *_table(results, names),
+        ]
     print("\n".join(lines))
     hot_n = min(args.n, 200_000)
     print(f"hot path without a broker ({hot_n:,} records per configuration):", flush=True)
@@ -327,26 +360,15 @@ def main(argv: list[str] | None = None) -> None:
         "",
     ]
     header = [
-        "# Router throughput (one worker process per configuration)",
+        "# Router throughput",
         "",
         f"Generated by `python -m router.bench_router` on {started}: {args.n:,} records per workload "
         f'({RAW_PARTITIONS} raw partitions, values like `{{"key":"k42","v":7}}`, {KEYS:,} keys), '
         f"{args.combiners} combiners, batches of {args.batch:,}, count window 60000/1000, at-least-once delivery, "
-        f"{args.rounds} rounds (configuration order rotated each round; every configuration runs right before or "
-        "after a pass-through run of its own, and its ratio is the median over rounds of rate / that adjacent "
-        "pass-through rate: the pair shares one spell of machine noise). "
-        f"Machine: {os.cpu_count()} CPUs, "
-        f"{platform.python_implementation()} {platform.python_version()}, broker = embedded Tansu on the same "
-        f"machine; 1-min load average {load0[0]:.2f} at the start and {load1[0]:.2f} after the end-to-end runs "
-        "(anything above ~2 means other processes competed for the 2 cores: compare the per-CPU-second column).",
-        "",
-        "End-to-end rate = records / (time the last routed record of the topic was acknowledged and its offsets "
-        "committed - time the first record was consumed); the group join before the first record is excluded. "
-        "µs/tuple columns are wall time per record in each phase of the batch loop (assign includes window "
-        "metrics; the partitioner's own share in parentheses). Tuples per CPU-second = records / CPU time of the "
-        "worker process (all its threads, librdkafka's included) over the same span: much less sensitive to other "
-        "load on the machine than the wall-clock rate, which shares 2 cores with the broker and anything else "
-        "running.",
+        f"{args.rounds} rounds per section (configuration order rotated each round). Machine: {os.cpu_count()} "
+        f"CPUs, {platform.python_implementation()} {platform.python_version()}, broker = embedded Tansu on the "
+        f"same machine; 1-min load average {load0[0]:.2f} at the start and {load1[0]:.2f} after the end-to-end "
+        "runs (anything above ~2 means other processes competed for the 2 cores).",
         "",
     ]
     args.report.parent.mkdir(parents=True, exist_ok=True)
