@@ -24,21 +24,26 @@ __all__ = ["first_appearance", "pkg_fill_kernel", "pkg_greedy", "two_choice_kern
 
 
 @njit(cache=True)
-def first_appearance(rows, size):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """Distinct values of ``rows`` (each in ``[0, size)``) in order of first appearance, and each row's index."""
-    local = np.full(size, -1, np.intp)
+def first_appearance(rows, scratch):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Distinct values of ``rows`` in order of first appearance, and each row's index into them.
+
+    ``scratch`` (one entry per possible row value, all ``-1``) is used as the row -> index map and left all
+    ``-1`` again: its size is the key cache's, so it is kept by the caller instead of refilled every batch.
+    """
     inverse = np.empty(rows.shape[0], np.intp)
     uniq = np.empty(rows.shape[0], np.intp)
     m = 0
     for t in range(rows.shape[0]):
         r = rows[t]
-        j = local[r]
+        j = scratch[r]
         if j < 0:
             j = m
-            local[r] = m
+            scratch[r] = m
             uniq[m] = r
             m += 1
         inverse[t] = j
+    for i in range(m):
+        scratch[uniq[i]] = -1
     return uniq[:m], inverse
 
 
@@ -118,7 +123,7 @@ def pkg_fill_kernel(first, second, counts, loads, out):  # type: ignore[no-untyp
 def warm() -> None:
     """Compile (or load from the cache) every kernel for the array types the callers pass."""
     i64, f64 = np.zeros(0, np.int64), np.zeros(1, np.float64)
-    first_appearance(np.zeros(0, np.intp), 1)
+    first_appearance(np.zeros(0, np.intp), np.full(1, -1, np.intp))
     pkg_greedy(np.zeros((0, 2), np.int64), i64, np.zeros(1, np.int64), i64)
     two_choice_kernel(i64, i64, f64, i64)
     two_choice_weighted(i64, i64, f64, f64, i64)

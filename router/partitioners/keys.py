@@ -117,6 +117,7 @@ class KeyCodec:
         self.seeds = tuple(hash_seed + SEED_STEP * j for j in range(n_hashes))
         self._cache: dict[Any, int] = {}  # key -> its row in _ids / _hashes
         self._used = 0  # rows of _ids / _hashes in use
+        self._scratch: npt.NDArray[np.intp] = np.zeros(0, dtype=np.intp)  # all -1: the compiled encode's map
         self._ids: U64 = np.zeros(0, dtype=np.uint64)
         self._hashes: U32 = np.zeros((0, n_hashes), dtype=np.uint32)
         self._dense_ids: U64 = np.zeros(0, dtype=np.uint64)
@@ -197,7 +198,10 @@ class KeyCodec:
         seq: Sequence[Any] = keys.tolist() if isinstance(keys, np.ndarray) else keys  # type: ignore[assignment]
         kernels = choice_kernels()
         if kernels is not None:  # one dict lookup per tuple, then the first-appearance pass compiled
-            uniq, inverse = kernels.first_appearance(self._rows(seq), self._used)
+            rows = self._rows(seq)
+            if self._scratch.shape[0] < self._ids.shape[0]:
+                self._scratch = np.full(self._ids.shape[0], -1, dtype=np.intp)
+            uniq, inverse = kernels.first_appearance(rows, self._scratch)
             return KeyBatch(self._ids[uniq], self._hashes[uniq], inverse)
         distinct = list(dict.fromkeys(seq))  # distinct keys in order of first appearance (in C)
         pos = dict(zip(distinct, range(len(distinct)), strict=True))

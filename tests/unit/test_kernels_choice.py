@@ -41,6 +41,7 @@ def test_key_codec_compiled_equals_python(kind: str, monkeypatch: pytest.MonkeyP
         assert np.array_equal(g.ids, w.ids)
         assert np.array_equal(g.hashes, w.hashes)
         assert np.array_equal(g.inverse, w.inverse)
+    assert fast._scratch.shape[0] >= fast._used and (fast._scratch == -1).all()  # left clean for the next batch
     last = got[-1]
     assert last.distinct == 4 and last.inverse.tolist() == [0, 1, 2, 3, 0]
     assert last.ids[0] == last.ids[1] and last.ids[2] == last.ids[3]  # one identity per key's bytes
