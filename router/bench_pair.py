@@ -65,17 +65,30 @@ def _in_hand(plane: RouteDataPlane) -> int:
     return plane.stats.consumed + (pending.consumed if pending is not None else 0)
 
 
-def run_pair(bootstrap: str, raw: str, partitioner: str, *, n: int, batch: int, combiners: int, **kw: Any) -> dict:
+def run_pair(
+    bootstrap: str,
+    raw: str,
+    partitioner: str,
+    *,
+    n: int,
+    batch: int,
+    combiners: int,
+    producer_conf: str = "{}",
+    timeout: float = 300.0,
+) -> dict[str, dict[str, Any]]:
     """Route the first ``n`` records of ``raw`` with pass-through and with ``partitioner``, turn by turn."""
     names = [PASSTHROUGH, partitioner]
-    conf = kw.get("producer_conf", "{}")
-    planes = [make_plane(bootstrap, raw, x, n=n, batch=batch, combiners=combiners, producer_conf=conf) for x in names]
+    planes = [
+        make_plane(bootstrap, raw, x, n=n, batch=batch, combiners=combiners, producer_conf=producer_conf) for x in names
+    ]
     spent = [0.0, 0.0]
     cpu = [0.0, 0.0]
-    deadline = time.monotonic() + kw.get("timeout", 300.0)
-    for p in planes:
-        p._setup()  # noqa: SLF001
+    deadline = time.monotonic() + timeout
+    ready: list[RouteDataPlane] = []
     try:
+        for p in planes:
+            p._setup()  # noqa: SLF001 - the benchmark drives the loop itself
+            ready.append(p)
         while any(p.stats.consumed < n for p in planes):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"pair {names} did not route {n} records in time")
@@ -91,8 +104,9 @@ def run_pair(bootstrap: str, raw: str, partitioner: str, *, n: int, batch: int, 
                     spent[i] += time.monotonic() - max(start, p.stats.first_consumed)
                     cpu[i] += time.thread_time() - c0
     finally:
-        for p in planes:
+        for p in ready:
             p._close()  # noqa: SLF001
+        for p in planes:
             drop_combiner_topic(p)
     return {
         x: {
