@@ -9,28 +9,29 @@ returns the module, or ``None`` when numba is missing.
 from __future__ import annotations
 
 import functools
+import importlib
 from types import ModuleType
 
 __all__ = ["choice_kernels", "holistic_kernels"]
 
 
+def _load(name: str) -> ModuleType | None:
+    """Import ``router.partitioners.<name>`` and compile its kernels (``warm()``); ``None`` without numba."""
+    try:
+        module = importlib.import_module(f"router.partitioners.{name}")
+    except ImportError:  # pragma: no cover - numba is a dependency; the Python loops still work
+        return None
+    module.warm()
+    return module
+
+
 @functools.cache
 def holistic_kernels() -> ModuleType | None:
     """:mod:`router.partitioners.kernels` (CM, LM, AM and cAM loops), or ``None`` without numba."""
-    try:
-        from router.partitioners import kernels
-    except ImportError:  # pragma: no cover - numba is a dependency; the Python loops still work
-        return None
-    kernels.warm()
-    return kernels
+    return _load("kernels")
 
 
 @functools.cache
 def choice_kernels() -> ModuleType | None:
     """:mod:`router.partitioners.kernels_choice` (key codec, PKG and FISH loops), or ``None`` without numba."""
-    try:
-        from router.partitioners import kernels_choice
-    except ImportError:  # pragma: no cover - numba is a dependency; the Python loops still work
-        return None
-    kernels_choice.warm()
-    return kernels_choice
+    return _load("kernels_choice")

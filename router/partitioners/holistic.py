@@ -183,28 +183,30 @@ class _AffinityPartitioner(HolisticPartitioner):
         homes = store.lookup(ids)
         new = np.flatnonzero(homes < 0)
         if new.shape[0]:
-            new_cand = np.ascontiguousarray(cand[new])
-            kernels = holistic_kernels()
-            if self.by_tuples:
-                before = known_prefix_loads(homes, counts, new, new_cand) + np.asarray(self.loads)[new_cand]
-                if kernels is not None:
-                    placed = np.empty(new.shape[0], dtype=np.int64)
-                    kernels.cam_kernel(self.n, new_cand, before, counts[new], placed)
-                else:
-                    placed = np.asarray(place_by_loads(self.n, new_cand, before, counts[new].tolist()))
-                store.card = (np.asarray(store.card, dtype=np.int64) + np.bincount(placed, minlength=self.n)).tolist()
-            elif kernels is not None:
-                card = np.asarray(store.card, dtype=np.int64)
-                placed = np.empty(new.shape[0], dtype=np.int64)
-                kernels.am_kernel(card, new_cand, placed)
-                store.card = card.tolist()
-            else:
-                placed = np.asarray(place_by_cards(store.card, new_cand))  # counts them in store.card
-            homes[new] = placed
+            homes[new] = self._place(store, homes, counts, new, np.ascontiguousarray(cand[new]))
             store.insert(ids[new], homes[new])
         add = np.bincount(homes, weights=counts, minlength=self.n).astype(np.int64)
         self.loads = [a + b for a, b in zip(self.loads, add.tolist(), strict=True)]
         return np.repeat(homes, counts)
+
+    def _place(self, store: WindowHomes, homes: I64, counts: I64, new: npt.NDArray[np.intp], cand: I64) -> I64:
+        """Homes of the batch's keys new to the window (candidates ``cand``), counted in ``store.card``."""
+        kernels = holistic_kernels()
+        placed = np.empty(new.shape[0], dtype=np.int64)
+        if not self.by_tuples:  # AM: the fewest keys; each placement counts at once
+            if kernels is None:
+                return np.asarray(place_by_cards(store.card, cand))
+            card = np.asarray(store.card, dtype=np.int64)
+            kernels.am_kernel(card, cand, placed)
+            store.card = card.tolist()
+            return placed
+        before = known_prefix_loads(homes, counts, new, cand) + np.asarray(self.loads)[cand]  # cAM: the fewest tuples
+        if kernels is None:
+            placed[:] = place_by_loads(self.n, cand, before, counts[new].tolist())
+        else:
+            kernels.cam_kernel(self.n, cand, before, counts[new], placed)
+        store.card = (np.asarray(store.card, dtype=np.int64) + np.bincount(placed, minlength=self.n)).tolist()
+        return placed
 
     def _choose(
         self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64

@@ -15,25 +15,31 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["am_kernel", "cam_kernel", "cm_kernel", "lm_kernel", "warm"]
+__all__ = ["am_kernel", "cam_kernel", "cm_kernel", "least_card", "lm_kernel", "warm"]
+
+
+@njit(cache=True)
+def least_card(card, cand, i):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """The candidate of key ``i`` with the lowest ``card`` (ties: the earlier candidate)."""
+    home = cand[i, 0]
+    best = card[home]
+    for j in range(1, cand.shape[1]):
+        x = cand[i, j]
+        if card[x] < best:
+            home = x
+            best = card[x]
+    return home
 
 
 @njit(cache=True)
 def cm_kernel(card, cand, counts, masks, runs, lens):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
     """CM over grouped keys; writes run-length decisions into ``runs``/``lens``, returns how many."""
     r = 0
-    d = cand.shape[1]
     for i in range(cand.shape[0]):
         m = masks[i]
         c = counts[i]
         while c > 0:
-            home = cand[i, 0]
-            best = card[home]
-            for j in range(1, d):
-                x = cand[i, j]
-                if card[x] < best:
-                    home = x
-                    best = card[x]
+            home = least_card(card, cand, i)
             bit = np.uint64(1) << np.uint64(home)
             if m & bit:
                 take = c
@@ -96,15 +102,8 @@ def lm_kernel(card, loads, p, cand, counts, masks, out):  # type: ignore[no-unty
 @njit(cache=True)
 def am_kernel(card, cand, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
     """AM: each new key to its candidate with the fewest keys (ties: the first); counts it in ``card``."""
-    d = cand.shape[1]
     for i in range(cand.shape[0]):
-        home = cand[i, 0]
-        best = card[home]
-        for j in range(1, d):
-            x = cand[i, j]
-            if card[x] < best:
-                home = x
-                best = card[x]
+        home = least_card(card, cand, i)
         card[home] += 1
         out[i] = home
 
@@ -128,7 +127,7 @@ def cam_kernel(n, cand, loads, counts, out):  # type: ignore[no-untyped-def]  # 
 
 
 def warm() -> None:
-    """Compile (or load from the cache) both kernels for the array types the partitioners pass."""
+    """Compile (or load from the cache) every kernel for the array types the partitioners pass."""
     i64, u64 = np.zeros(0, np.int64), np.zeros(0, np.uint64)
     cand = np.zeros((0, 2), np.int64)
     cm_kernel(np.zeros(1, np.int64), cand, i64, u64, i64, i64)

@@ -6,7 +6,7 @@ fast-math), so decisions are identical; tests compare both:
 * :func:`first_appearance` - :meth:`router.partitioners.keys.KeyCodec.encode` (distinct keys of a batch in
   order of first appearance, and each tuple's index into them);
 * :func:`pkg_greedy` - PKG with ``d = 2`` (:meth:`router.partitioners.pkg.PKGPartitioner._decide2`);
-* :func:`two_choice_kernel`, :func:`two_choice_weighted`, :func:`pkg_fill_kernel` -
+* :func:`two_choice_weighted`, :func:`pkg_fill_kernel` -
   :func:`router.partitioners.waterfill.two_choice` and :func:`~router.partitioners.waterfill.pkg_fill`.
 
 Compiled on first use and cached next to this file (``cache=True``); loaded through
@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["first_appearance", "pkg_fill_kernel", "pkg_greedy", "two_choice_kernel", "two_choice_weighted", "warm"]
+__all__ = ["first_appearance", "pkg_fill_kernel", "pkg_greedy", "two_choice_weighted", "warm"]
 
 
 @njit(cache=True)
@@ -65,22 +65,11 @@ def pkg_greedy(cand, counts, loads, out):  # type: ignore[no-untyped-def]  # noq
 
 
 @njit(cache=True)
-def two_choice_kernel(first, second, loads, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """One tuple per key: to the candidate with the smaller load (ties: ``first``); ``loads`` float64."""
-    for i in range(first.shape[0]):
-        a = first[i]
-        b = second[i]
-        if loads[a] <= loads[b]:
-            loads[a] += 1
-            out[i] = a
-        else:
-            loads[b] += 1
-            out[i] = b
-
-
-@njit(cache=True)
 def two_choice_weighted(first, second, wait, ptime, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """As :func:`two_choice_kernel` on waiting times ``wait = C_w * P_w``, each tuple adding ``P_w``."""
+    """One tuple per key: to the candidate with the smaller waiting time ``wait = C_w * P_w`` (ties: ``first``).
+
+    Each tuple adds ``P_w``; without capacity feedback the caller passes ``P_w = 1`` (``wait`` is the load).
+    """
     for i in range(first.shape[0]):
         a = first[i]
         b = second[i]
@@ -101,15 +90,7 @@ def pkg_fill_kernel(first, second, counts, loads, out):  # type: ignore[no-untyp
         c = counts[i]
         la = loads[a]
         lb = loads[b]
-        if c == 1:
-            if la <= lb:
-                loads[a] = la + 1
-                out[i] = 1
-            else:
-                loads[b] = lb + 1
-                out[i] = 0
-            continue
-        if la <= lb:
+        if la <= lb:  # c = 1 included: head = 1, so the one tuple goes to the less loaded candidate
             head = min(c, math.floor(lb - la) + 1)
             xa = head + (c - head) // 2
         else:
@@ -125,6 +106,5 @@ def warm() -> None:
     i64, f64 = np.zeros(0, np.int64), np.zeros(1, np.float64)
     first_appearance(np.zeros(0, np.intp), np.full(1, -1, np.intp))
     pkg_greedy(np.zeros((0, 2), np.int64), i64, np.zeros(1, np.int64), i64)
-    two_choice_kernel(i64, i64, f64, i64)
     two_choice_weighted(i64, i64, f64, f64, i64)
     pkg_fill_kernel(i64, i64, i64, f64, i64)

@@ -141,12 +141,7 @@ def two_choice_many(first: I64, second: I64, loads: list[float], ptime: list[flo
     if kernels is None:
         return np.array(two_choice(first.tolist(), second.tolist(), loads, ptime), dtype=np.int64)
     out = np.empty(first.shape[0], dtype=np.int64)
-    if ptime is None:
-        arr = np.array(loads, dtype=np.float64)
-        kernels.two_choice_kernel(first, second, arr, out)
-        loads[:] = arr.tolist()
-        return out
-    step = np.array(ptime, dtype=np.float64)
+    step = np.ones(len(loads)) if ptime is None else np.array(ptime, dtype=np.float64)  # x * 1.0, x / 1.0: exact
     wait = np.array(loads, dtype=np.float64) * step
     kernels.two_choice_weighted(first, second, wait, step, out)
     loads[:] = (wait / step).tolist()
