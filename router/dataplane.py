@@ -39,24 +39,23 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from connectors.kafka import make_consumer, make_producer
 from router.extract import BadRecord, Extracted, Extractor
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
+from router.partitioners import Partitioner
 from router.plane_parts import (
     ATTEMPTS,
     CONSUMER_TUNING,
-    PASSTHROUGH,
     PRODUCER_TUNING,
     DataPlaneStats,
     DeliveryError,
     dead_letter,
     make_partitioner,
     next_offsets,
-    passthrough,
     records_readable,
 )
 from schemas.exceptions import BrokerError
 from schemas.records import encode_routed
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
-__all__ = ["PASSTHROUGH", "DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
+__all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
 
 log = logging.getLogger("router.dataplane")
 
@@ -75,8 +74,8 @@ class _Batch:
 class RouteDataPlane:
     """The batch loop of one route on a dedicated thread (start/stop from any thread).
 
-    ``partitioner`` is public for the sync service; ``sync`` is where such a service attaches itself.
-    ``stop_after`` (benchmarks) stops the loop once that many records were handled.
+    ``partitioner`` is public for the sync service; ``sync`` is where such a service attaches itself. Pass a
+    :class:`Partitioner` instance as ``partitioner`` to route with it instead of the route's configured one.
     """
 
     def __init__(
@@ -87,17 +86,15 @@ class RouteDataPlane:
         metrics: RouterMetrics,
         *,
         instance_id: str,
-        partitioner: str | None = None,
-        stop_after: int | None = None,
+        partitioner: Partitioner | None = None,
     ) -> None:
         self.kafka, self.router, self.route = kafka, router, route
         self.instance_id = instance_id
-        self.partitioner = make_partitioner(route, partitioner)
-        self.partitioner_name = partitioner or route.partitioner.name
+        self.partitioner = partitioner if partitioner is not None else make_partitioner(route)
+        self.partitioner_name = self.partitioner.name
         self.sync: Any = None  # attach point for a partitioner sync service (Dalton)
         self.metrics: RouteMetrics = metrics.route(route.route_name, self.partitioner_name, route.combiners)
         self.stats = DataPlaneStats()
-        self.stop_after = stop_after
         self.group_id = f"{router.app_id}.{route.route_name}"
         self.extractor = Extractor(route, router.max_key_bytes)
         self.exactly_once = router.delivery == "exactly_once"
@@ -315,8 +312,6 @@ class RouteDataPlane:
         rm.tuples_out.inc(batch.routed)
         rm.batches.inc()
         rm.batch_seconds.observe(time.perf_counter() - batch.started)
-        if self.stop_after is not None and st.consumed >= self.stop_after:
-            self._stop.set()
 
     def _assign(self, ext: Extracted) -> np.ndarray:
         if not ext.keys:
@@ -329,10 +324,7 @@ class RouteDataPlane:
             clock = np.maximum.accumulate(np.maximum(times, self._clock))
             self._clock = int(clock[-1])
         t0 = time.perf_counter()
-        if self.partitioner is None:
-            combiners = passthrough(ext, self.route.combiners)
-        else:
-            combiners = self.partitioner.assign(ext.keys, None if self._count_window else clock)
+        combiners = self.partitioner.assign(ext.keys, None if self._count_window else clock)
         dt = time.perf_counter() - t0
         self.stats.partitioner_s += dt
         self.metrics.partitioner_seconds.inc(dt)

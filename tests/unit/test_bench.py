@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from connectors.workloads import make_workload
-from router.bench import BenchSpec, run_bench
-from router.bench.advisor import advise, holistic_rule
-from router.bench.experiments import adaptation_lag, cumulative_imbalance, split_keys
-from router.bench.report import write_report
-from router.bench.suite import EXPERIMENTS, run_suite
 from router.cli import app
+from router.lab.bench import BenchSpec, run_bench
+from router.lab.bench.advisor import advise, holistic_rule
+from router.lab.bench.experiments import adaptation_lag, cumulative_imbalance, split_keys
+from router.lab.bench.report import write_report
+from router.lab.bench.suite import EXPERIMENTS, run_suite
 from router.partitioners import PartitionerState, registry
 from router.partitioners.simple import HashPartitioner
 
