@@ -1,6 +1,6 @@
 """The data plane of one route: a thread running the batch loop on confluent-kafka clients.
 
-Per batch (STYLE.md §5): take up to ``batch_max_records`` raw records, extract keys/times
+Per batch: take up to ``batch_max_records`` raw records, extract keys/times
 (:mod:`router.extract`), ``assign`` them with the route's partitioner, produce each routed record to
 partition ``c`` of the combiner topic and each bad record to the DLQ, wait until Kafka acknowledged all of
 them, then commit the raw offsets. Nothing is committed before its outputs are acknowledged, so a crash
