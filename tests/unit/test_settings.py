@@ -33,7 +33,7 @@ INVALID = [
     ({"routes": [{"raw_topic": "a", "time": {"source": "field"}}]}, "routes.0.time", "field path"),
     ({"routes": [{"raw_topic": "a", "key": {"source": "header"}}]}, "routes.0.key.source", "'header'"),
     ({"routes": [{"raw_topic": "a", "extra": 1}]}, "routes.0.extra", "Extra inputs"),
-    ({"routes": [{"raw_topic": "a", "partitioner": {"name": "pkg", "d": 1}}]}, "pkg.d", "1"),
+    ({"routes": [{"raw_topic": "a", "partitioner": {"name": "pkg", "d": 0}}]}, "pkg.d", "0"),
     ({"routes": [{"raw_topic": "a", "partitioner": {"name": "fish", "alpha": 0}}]}, "fish.alpha", "0"),
     ({"routes": [{"raw_topic": "a", "partitioner": {"name": "cam", "p": 2}}]}, "cam.p", "2"),
     ({"routes": [{"raw_topic": "a", "partitioner": {"name": "dalton", "tail": "x"}}]}, "dalton.tail", "'x'"),
