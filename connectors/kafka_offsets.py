@@ -22,13 +22,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from connectors.offset_ranges import Offsets
 from schemas.exceptions import BrokerError
 
 __all__ = [
     "EARLIEST",
     "LATEST",
     "Offsets",
-    "distribute_budget",
     "make_probe_consumer",
     "parse_starting_offsets",
     "probe_ends",
@@ -38,9 +38,6 @@ __all__ = [
 #: Spark's conventions in a JSON offsets spec.
 EARLIEST = -2
 LATEST = -1
-
-#: ``{topic: {partition (str): next offset to read}}`` (JSON-able, the data source's offset format).
-Offsets = dict[str, dict[str, int]]
 
 
 def make_probe_consumer(conf: Mapping[str, Any]) -> Consumer:
@@ -145,20 +142,3 @@ def probe_ends(
             for p, e in parts.items():
                 parts[p] = min(e, starts[t][p] + cap)
     return ends
-
-
-def distribute_budget(starts: Offsets, ends: Offsets, budget: int | None) -> Offsets:
-    """End offsets taking at most ``budget`` records in total, shared in proportion to each partition's lag.
-
-    Like Spark's ``maxOffsetsPerTrigger``: a partition with lag ``l`` of total lag ``L`` gets ``budget·l/L``
-    (rounded down, the remainder to the largest lags), so a skewed partition stays the largest task.
-    """
-    lags = {(t, p): max(0, ends[t][p] - starts[t][p]) for t in starts for p in starts[t]}
-    total = sum(lags.values())
-    if budget is None or total <= budget:
-        return {t: dict(ends[t]) for t in starts}
-    take = {k: budget * lag // total for k, lag in lags.items()}
-    rest = budget - sum(take.values())
-    for k in sorted(lags, key=lambda k: lags[k] - take[k], reverse=True)[:rest]:
-        take[k] += 1
-    return {t: {p: starts[t][p] + take[(t, p)] for p in starts[t]} for t in starts}

@@ -11,7 +11,10 @@ Options (strings, as Spark passes them)::
     kafka.<property>       any librdkafka property: kafka.bootstrap.servers, kafka.security.protocol,
                            kafka.sasl.mechanism, kafka.sasl.username, kafka.sasl.password, kafka.ssl.* ...
     startingOffsets        earliest (default) | latest | {"topic": {"0": 42, "1": -2}}  (-2 earliest, -1 latest)
-    maxRecordsPerTrigger   records per micro-batch at most, shared by lag (alias: maxOffsetsPerTrigger)
+    maxOffsetsPerTrigger   records per micro-batch at most, shared in proportion to each partition's real lag
+                           (alias: maxRecordsPerTrigger) -- see connectors.offset_ranges
+    minPartitions          at least this many tasks: large partitions are cut into offset ranges (Spark's
+                           semantics; then task i is no longer combiner i)
     probeTimeoutMs         how long a tail probe waits for partition EOF (default 5000)
     readTimeoutMs          how long a task waits for records it knows exist (default 60000)
     decode                 none (default: the Kafka columns above) | routed: values are routed records, decoded
@@ -47,13 +50,12 @@ from pyspark.sql.types import (
 from connectors.kafka_offsets import (
     EARLIEST,
     LATEST,
-    Offsets,
-    distribute_budget,
     make_probe_consumer,
     parse_starting_offsets,
     probe_ends,
     topic_partitions,
 )
+from connectors.offset_ranges import OffsetRange, Offsets, distribute_budget, floor_at, split_ranges
 from schemas.settings import KafkaSettings
 
 if TYPE_CHECKING:
@@ -118,6 +120,7 @@ class _Config:
     probe_timeout: float
     read_timeout: float
     decode: str = "none"
+    min_partitions: int | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> _Config:
@@ -133,6 +136,9 @@ class _Config:
         decode = lower.get("decode", "none").strip().lower()
         if decode not in _DECODES:
             raise ValueError(f"{SHORT_NAME}: option 'decode' must be one of {', '.join(_DECODES)} (got {decode!r})")
+        min_parts = lower.get("minpartitions")
+        if min_parts is not None and (not min_parts.strip().isdigit() or int(min_parts) < 1):
+            raise ValueError(f"{SHORT_NAME}: option 'minPartitions' must be a positive integer (got {min_parts!r})")
         return cls(
             topics=topics,
             conf=conf,
@@ -141,6 +147,7 @@ class _Config:
             probe_timeout=float(lower.get("probetimeoutms", "5000")) / 1000,
             read_timeout=float(lower.get("readtimeoutms", "60000")) / 1000,
             decode=decode,
+            min_partitions=int(min_parts) if min_parts is not None else None,
         )
 
     def consumer(self) -> Consumer:
@@ -219,20 +226,22 @@ class _Reading:
                     ps[p] = ends[t][p]
         return out
 
-    def _ends(self, start: Offsets, cap: int | None) -> Offsets:
+    def _ends(self, start: Offsets) -> Offsets:
+        """The true end of every partition (uncapped: the budget is shared by real lag)."""
         counts = topic_partitions(self._consumer(), list(self.cfg.topics))
         full = {t: {str(p): start.get(t, {}).get(str(p), 0) for p in range(n)} for t, n in counts.items()}
-        return probe_ends(self._consumer(), full, cap=cap, timeout=self.cfg.probe_timeout)
+        return probe_ends(self._consumer(), full, timeout=self.cfg.probe_timeout)
 
     def _partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        parts = [
-            KafkaPartition(t, int(p), start.get(t, {}).get(p, 0), e)
+        ranges = [
+            OffsetRange(t, int(p), start.get(t, {}).get(p, 0), e)
             for t in sorted(end)
             for p, e in sorted(end[t].items(), key=lambda kv: int(kv[0]))
         ]
-        if all(p.start >= p.end for p in parts):
+        if all(r.size == 0 for r in ranges):
             return []
-        return parts
+        planned = split_ranges(ranges, self.cfg.min_partitions)
+        return [KafkaPartition(r.topic, r.partition, r.start, r.end) for r in planned]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Records ``[start, end)`` of one partition as Arrow batches (runs on an executor)."""
@@ -268,15 +277,15 @@ class KafkaStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailab
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """True ends (probed), at most ``limit`` records past ``start`` shared by lag, capped by AvailableNow."""
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        ends = self._ends(start, budget)
+        ends = self._ends(start)
         if self._target is not None:
             ends = {t: {p: min(e, self._target.get(t, {}).get(p, e)) for p, e in ps.items()} for t, ps in ends.items()}
         full_start = {t: {p: start.get(t, {}).get(p, 0) for p in ps} for t, ps in ends.items()}
-        return distribute_budget(full_start, ends, budget)
+        return floor_at(distribute_budget(full_start, ends, budget), full_start)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Freeze the target: the true ends now."""
-        self._target = self._ends({}, None)
+        self._target = self._ends({})
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         """One input partition per Kafka partition, in partition order (task index = combiner id)."""
@@ -296,7 +305,7 @@ class KafkaBatchReader(_Reading, DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         """One input partition per Kafka partition."""
         start = self._resolve(self.cfg.starting)
-        end = self._ends(start, None)
+        end = floor_at(self._ends(start), start)
         self._close()
         return self._partitions(start, end) or [KafkaPartition(self.cfg.topics[0], 0, 0, 0)]
 
