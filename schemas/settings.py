@@ -232,9 +232,10 @@ class RouterSettings(_Model):
     )
     window_metrics: bool = Field(True, description="compute per-window combiner load and replication metrics")
     static_membership: bool = Field(
-        True,
+        False,
         description="with an explicit instance_id, join the route's consumer groups as a static member "
-        "(group.instance.id = <instance_id>): a restart within the session timeout does not rebalance",
+        "(group.instance.id = <instance_id>): a restart within the session timeout does not rebalance. For Apache "
+        "Kafka; off by default because Tansu never expires a killed static member (its partitions stay unowned)",
     )
     ready_stale_s: float = Field(
         30.0,

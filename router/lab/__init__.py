@@ -1,0 +1,1 @@
+"""Lab code: benchmarks and soak runs (never imported by the runtime)."""
