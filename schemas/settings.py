@@ -213,7 +213,9 @@ class RouterSettings(_Model):
         "skewroute-router", description="Faust app id; each route's data plane consumes in group <app_id>.<route>"
     )
     instance_id: str | None = Field(None, description="this worker's id (default: host-pid)")
-    web_port: int = Field(6066, ge=1, le=65535, description="Faust web port (metrics at /metrics, routes at /routes)")
+    web_port: int = Field(
+        6066, ge=1, le=65535, description="Faust web port (metrics at /metrics, routes at /routes, readiness at /ready)"
+    )
     batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
     batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
     delivery: Literal["at_least_once", "exactly_once"] = Field(
