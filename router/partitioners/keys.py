@@ -148,7 +148,7 @@ class KeyCodec:
     def _rows(self, keys: Sequence[Any]) -> npt.NDArray[np.intp]:
         """Row of every key in the id/hash tables, computing (in bulk) the keys not seen before."""
         cache = self._cache
-        if len(cache) > MAX_CACHE or self._cache_bytes > MAX_CACHE_BYTES:
+        if len(cache) + len(keys) > MAX_CACHE or self._cache_bytes > MAX_CACHE_BYTES:  # tables stay <= MAX_CACHE
             cache.clear()
             self._used = 0
             self._cache_bytes = 0
