@@ -119,6 +119,7 @@ class RouteDataPlane(PlaneOutput):
         self._deliver_s = poll_ms / 2000  # a delivery wait ends (the plane fails) before the group evicts us
         self.health = PlaneHealth(self.metrics, route.raw_topic, router.ready_stale_s)
         self._skip: dict[tuple[int, int], str] = {}  # exactly_once: records the broker refused, dead-lettered next
+        self._envelope: set[tuple[int, int]] = set()  # exactly_once: positions whose dead letter was refused
         self._stop = threading.Event()
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
         self._failed: list[Message] = []
@@ -356,7 +357,9 @@ class RouteDataPlane(PlaneOutput):
         if batch is None:
             return
         t = time.perf_counter()
-        self._deliver(batch.offsets)
+        refused = self._deliver(batch.offsets)
+        batch.routed -= refused
+        batch.dead += refused
         self._pending = None
         self.health.waiting_since = None
         self.stats.deliver_s += time.perf_counter() - t

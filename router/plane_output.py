@@ -67,6 +67,7 @@ class PlaneOutput:
     _msg_limit: int
     _deliver_s: float
     _skip: dict[tuple[int, int], str]
+    _envelope: set[tuple[int, int]]
 
     def _produce(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
         """Produce the routed records; returns those that failed on their own (to be dead-lettered)."""
@@ -99,12 +100,13 @@ class PlaneOutput:
                 refused.append(BadRecord(SourceRecord(src, p, o, k.encode("utf-8", "replace"), v, t), unexpected(exc)))
         return refused
 
-    def _dead_letter(self, bad: list[BadRecord], envelope: bool = False) -> None:
+    def _dead_letter(self, bad: list[BadRecord], envelope: bool = False, count: bool = True) -> None:
         """Send bad records to the DLQ (as envelopes when too large, or always with ``envelope``)."""
         dlq, route, raw = self.route.dlq_topic_name, self.route.route_name, self.route.raw_topic
         prefix = self.router.dead_letter_prefix_bytes
         for b in bad:
-            dl = dead_letter(route, raw, b, 0 if envelope else self._msg_limit, prefix)
+            small = envelope or (self._envelope and (b.message.partition(), b.message.offset()) in self._envelope)
+            dl = dead_letter(route, raw, b, 0 if small else self._msg_limit, prefix)
             key = b.message.key()
             key = key[:prefix] if key is not None and dl.truncated else key
             try:
@@ -114,7 +116,8 @@ class PlaneOutput:
                     raise
                 dl = dead_letter(route, raw, b, 0, prefix)
                 self._send(dlq, dead_letter_bytes(dl), key[:prefix] if key is not None else None)
-            self.metrics.dead_lettered(dl.field)
+            if count:
+                self.metrics.dead_lettered(dl.field)
             log.debug("route %s: dead-lettered %s", route, dl.error, extra={"route": route, "offset": dl.offset})
 
     def _send(self, topic: str, value: bytes, key: bytes | None) -> None:
@@ -124,14 +127,16 @@ class PlaneOutput:
             self.producer.poll(0.1)
             self.producer.produce(topic, value, key, partition=0)
 
-    def _deliver(self, offsets: list[TopicPartition]) -> None:
+    def _deliver(self, offsets: list[TopicPartition]) -> int:
         """Wait until Kafka acknowledged the batch (re-sending failures), then commit its offsets.
+
+        Returns how many routed records Kafka refused for good (they went to the DLQ instead).
 
         Records the producer or broker refused for good (too large, invalid) go to the DLQ as envelopes. The
         wait ends after half of ``max.poll.interval.ms`` (or ``shutdown_timeout_s`` once stopping) with a
         :class:`DeliveryError`: the offsets stay uncommitted and the worker restarts.
         """
-        start = time.monotonic()
+        start, lost_routed = time.monotonic(), 0
         for attempt in range(ATTEMPTS):
             while self.producer.flush(1.0) > 0:
                 waited = time.monotonic() - start
@@ -142,16 +147,17 @@ class PlaneOutput:
                     )
             if not self._failed:
                 self._commit(offsets)
-                return
+                return lost_routed
             failed, self._failed = self._failed, []
             refused = [m for m in failed if m.error().code() in PER_RECORD_ERRORS]  # type: ignore[union-attr]
             if refused:
-                raw = self.route.raw_topic
-                self._dead_letter(
-                    [refused_source(raw, m.topic() or "", m.key(), m.value(), m.error()) for m in refused],
-                    envelope=True,
-                )
-                self.stats.dead += len(refused)
+                raw, out = self.route.raw_topic, self.route.combiner_topic_name
+                bad = [refused_source(raw, m.topic() or "", m.key(), m.value(), m.error()) for m in refused]
+                routed = [b for b, m in zip(bad, refused, strict=True) if m.topic() == out]
+                letters = [b for b, m in zip(bad, refused, strict=True) if m.topic() != out]
+                self._dead_letter(routed, envelope=True)  # newly dead: counted
+                self._dead_letter(letters, envelope=True, count=False)  # already counted as dead letters
+                lost_routed += len(routed)
             retry = [m for m in failed if m.error().code() not in PER_RECORD_ERRORS]  # type: ignore[union-attr]
             if not retry:
                 continue
@@ -210,6 +216,8 @@ class PlaneOutput:
                 raise DeliveryError(f"{len(self._failed)} records failed inside a committed transaction")
             batch.routed -= len(refused)
             batch.dead += len(refused)
+            self._skip.clear()  # only meant for this batch's retries
+            self._envelope.clear()
             return
         raise DeliveryError(f"route {self.route.route_name}: transaction failed {ATTEMPTS} times")
 
@@ -232,9 +240,14 @@ class PlaneOutput:
         failed, self._failed = self._failed, []
         for m in failed:
             err = m.error()
-            if err is not None and err.code() in PER_RECORD_ERRORS and m.topic() == self.route.combiner_topic_name:
-                bad = refused_source(self.route.raw_topic, m.topic() or "", m.key(), m.value(), err)
-                self._skip[(bad.message.partition() or 0, bad.message.offset() or 0)] = str(bad.error.reason)
+            if err is None or err.code() not in PER_RECORD_ERRORS:
+                continue
+            bad = refused_source(self.route.raw_topic, m.topic() or "", m.key(), m.value(), err)
+            pos = (bad.message.partition() or 0, bad.message.offset() or 0)
+            if m.topic() == self.route.combiner_topic_name:
+                self._skip[pos] = str(bad.error.reason)
+            else:  # its dead letter was refused: send an envelope next time
+                self._envelope.add(pos)
 
 
 class _Refused(Exception):

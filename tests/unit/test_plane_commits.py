@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from router.dataplane import RouteDataPlane, _Batch
 from router.observability import RouterMetrics
 from router.plane_parts import DeliveryError
+from schemas.records import DeadLetter
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 
@@ -41,6 +42,7 @@ class FakeProducer:
         self.commit_errors = commit_errors or []
         self.calls: list[str] = []
         self.unflushed = unflushed
+        self.produced: list[tuple[str, bytes]] = []
 
     def flush(self, timeout: float) -> int:
         return self.unflushed
@@ -59,8 +61,9 @@ class FakeProducer:
     def abort_transaction(self, timeout: float) -> None:
         self.calls.append("abort")
 
-    def produce(self, *a: Any, **kw: Any) -> None:
+    def produce(self, topic: str, value: bytes, *a: Any, **kw: Any) -> None:
         self.calls.append("produce")
+        self.produced.append((topic, value))
 
     def poll(self, timeout: float) -> int:
         return 0
@@ -126,3 +129,21 @@ def test_delivery_wait_has_a_deadline_below_max_poll_interval() -> None:
     with pytest.raises(DeliveryError, match="not acknowledged within"):
         plane._deliver([TopicPartition("raw", 0, 1)])
     assert plane.consumer.commits == []  # type: ignore[attr-defined]
+
+
+def test_a_routed_record_the_broker_refuses_goes_to_the_dlq_and_the_batch_commits() -> None:
+    plane = _plane()
+    plane.consumer, plane.producer = FakeConsumer(), FakeProducer()  # type: ignore[assignment]
+    routed = b'{"v":1,"k":"a","t":1,"c":0,"tp":"raw","p":0,"o":7,"x":null,"d":{"pad":"' + b"x" * 5000 + b'"}}'
+    refused = SimpleNamespace(
+        topic=lambda: "raw.combiners", key=lambda: b"a", value=lambda: routed, partition=lambda: 0,
+        error=lambda: KafkaError(KafkaError.MSG_SIZE_TOO_LARGE),
+    )  # fmt: skip
+    plane._failed = [refused]  # type: ignore[list-item]
+    plane._pending = _batch([0])
+    plane._complete()
+    ((topic, value),) = plane.producer.produced  # type: ignore[attr-defined]
+    dl = DeadLetter.model_validate_json(value)
+    assert topic == "raw.dlq" and (dl.partition, dl.offset) == (0, 7) and dl.truncated
+    assert "refused the routed record" in dl.error and "MSG_SIZE_TOO_LARGE" in dl.error
+    assert plane._committed == {0: 10} and (plane.stats.routed, plane.stats.dead) == (4, 1)
