@@ -134,6 +134,16 @@ class TimeSpec(_Model):
     )
     field: str | None = Field(None, description="dotted path of the event time (source=field)")
     unit: Literal["ms", "s", "iso"] = Field("ms", description="epoch milliseconds, epoch seconds, or ISO-8601")
+    max_ahead_ms: int = Field(
+        3_600_000,
+        ge=0,
+        description="event times more than this far ahead of the worker's wall clock are too far in the future",
+    )
+    too_far_ahead: Literal["dead_letter", "clamp"] = Field(
+        "dead_letter",
+        description="a record too far ahead is dead-lettered, or routed with its partitioner/window time clamped "
+        "to wall clock + max_ahead_ms (the routed record keeps its own time)",
+    )
 
     @model_validator(mode="after")
     def _field_needed(self) -> Self:
@@ -173,7 +183,12 @@ class RouteSettings(_Model):
     window: WindowSettings = Field(default_factory=WindowSettings, description="partitioner window")
     partitioner: PartitionerSettings = Field(default_factory=DaltonSettings, description="algorithm and parameters")
     dead_letter_topic: str | None = Field(None, description="DLQ topic (default: <raw_topic>.dlq)")
-    max_record_bytes: int = Field(1_000_000, ge=16, description="larger raw records are dead-lettered")
+    max_record_bytes: int = Field(
+        900_000,
+        ge=16,
+        description="larger raw records are dead-lettered; must leave room for the routed record's header under the "
+        "producer's message.max.bytes (checked at start)",
+    )
     replication_factor: int | None = Field(
         None, ge=1, le=16, description="replication of the topics skewroute creates (default: the broker's default)"
     )
@@ -202,7 +217,9 @@ class RouterSettings(_Model):
         "skewroute-router", description="Faust app id; each route's data plane consumes in group <app_id>.<route>"
     )
     instance_id: str | None = Field(None, description="this worker's id (default: host-pid)")
-    web_port: int = Field(6066, ge=1, le=65535, description="Faust web port (metrics at /metrics, routes at /routes)")
+    web_port: int = Field(
+        6066, ge=1, le=65535, description="Faust web port (metrics at /metrics, routes at /routes, readiness at /ready)"
+    )
     batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
     batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
     delivery: Literal["at_least_once", "exactly_once"] = Field(
@@ -220,6 +237,33 @@ class RouterSettings(_Model):
         30.0, gt=0, description="on SIGTERM, longest wait for the last batch to be delivered and committed"
     )
     window_metrics: bool = Field(True, description="compute per-window combiner load and replication metrics")
+    static_membership: bool = Field(
+        False,
+        description="with an explicit instance_id, join the route's consumer groups as a static member "
+        "(group.instance.id = <instance_id>): a restart within the session timeout does not rebalance. For Apache "
+        "Kafka; off by default because Tansu never expires a killed static member (its partitions stay unowned)",
+    )
+    ready_stale_s: float = Field(
+        30.0,
+        gt=0,
+        description="/ready fails when a route has not consumed, or has uncommitted work not committed, for this long",
+    )
+    dead_letter_prefix_bytes: int = Field(
+        1024,
+        ge=0,
+        le=65_536,
+        description="a dead letter too large for the DLQ keeps only this many bytes of the "
+        "record (an envelope: reason, source position, size, prefix)",
+    )
+
+    @model_validator(mode="after")
+    def _stable_transactions(self) -> Self:
+        if self.delivery == "exactly_once" and not self.instance_id:
+            raise ValueError(
+                "delivery=exactly_once needs a stable router.instance_id (it names the transactional.id that fences "
+                "a zombie of the same worker; the default host-pid changes on every restart)"
+            )
+        return self
 
 
 class SparkSettings(_Model):
