@@ -191,19 +191,25 @@ def fit_message(
             update["expired"] = msg.expired[: max(0, min(len(msg.expired), max_rows - 1))]
         return msg.model_copy(update=update)
 
+    def fits(m: SyncMessage | GlobalMessage) -> bool:  # encoded under max_bytes, inflating under the reader's cap
+        raw = orjson.dumps(m.model_dump())
+        if len(raw) > max_bytes * INFLATE_FACTOR:
+            return False
+        return len(raw) <= max_bytes if len(raw) <= COMPRESS_OVER else 1 + len(zlib.compress(raw, 6)) <= max_bytes
+
     keep = min(total, max_rows)
     out = cut(keep) if keep < total or max(_rows(msg).values()) > max_rows else msg
-    if len(encode_control(out)) <= max_bytes:
+    if fits(out):
         return out, total - keep
     lo, hi = 0, keep  # the largest prefix that fits (binary search on the encoded size)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if len(encode_control(cut(mid))) <= max_bytes:
+        if fits(cut(mid)):
             lo = mid
         else:
             hi = mid - 1
     out = cut(lo)
-    if len(encode_control(out)) > max_bytes:
+    if not fits(out):
         raise ControlMessageError(f"a {msg.type} message without Q rows is still over max_bytes={max_bytes}")
     return out, total - lo
 

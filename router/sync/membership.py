@@ -8,10 +8,14 @@ exchanged. A node counts itself only once its own SYNCs come back from the topic
 sync, or does not hear the topic, never elects itself while the others elect someone else).
 
 A reducer that holds a closable round without answering for the takeover timeout is *deposed*
-(:meth:`Membership.depose`): it is not elected again for ``deposed_for``, so an instance that claims the
-lowest id but never publishes a GLOBAL (a hung process, a hostile writer) stops the rounds for one
-takeover timeout only. Bounded: at most ``max_members`` live members (SYNCs of further new ids are
-refused) and the ``left`` / ``deposed`` / ``dropped`` records are capped.
+(:meth:`Membership.depose`): it is not elected again while it keeps sending (and for the given period),
+unless no other member is live, so an instance that claims the lowest id but never publishes a GLOBAL (a
+hung process, a hostile writer) stops the rounds for one takeover timeout only. A reducer that learns it
+was deposed (a GLOBAL of another reducer while it had been elected for longer than the takeover timeout,
+e.g. after a long pause) deposes itself, so the nodes agree again.
+
+Bounded: at most ``max_members`` live members (SYNCs of further new ids are refused) and the ``left`` /
+``deposed`` / ``dropped`` records are capped.
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ class Membership:
         self.left.pop(instance, None)  # restarted with the same id
         if at > self.last_seen.get(instance, -float("inf")):
             self.last_seen[instance] = at
+        if instance in self.deposed:  # deposed as long as it keeps talking (then for one more timeout)
+            self.deposed[instance] = max(self.deposed[instance], at + self.timeout)
         return True
 
     def depose(self, instance: str, now: float, period: float) -> None:
@@ -88,7 +94,7 @@ class Membership:
             candidates.discard(self.self_id)
         if self.deposed:
             self.deposed = {i: t for i, t in self.deposed.items() if t > now}
-            candidates -= set(self.deposed)
+            candidates = (candidates - set(self.deposed)) or candidates  # a deposed one rather than none
         return min(candidates) if candidates else None
 
     def is_leader(self, now: float) -> bool:

@@ -153,6 +153,7 @@ class SyncNode:
         self.stats.dsync.append((-math.inf, float(c.dsync)))
         self._outbox: list[tuple[float, float, GlobalMessage]] = []  # (send at, ready at, message)
         self._stall_since: float | None = None  # a round waits for the elected reducer since then
+        self._leader_since = -math.inf  # when this node's view last changed its elected reducer
         self.last_global: GlobalMessage | None = None
         self.stopped = False
 
@@ -261,6 +262,7 @@ class SyncNode:
         leader = self.membership.leader(now)
         if not self.stats.leaders or self.stats.leaders[-1][1] != leader:
             self.stats.leaders.append((now, leader))
+            self._leader_since = now
         gone = red.inflight_reducer not in live or red.inflight_reducer in self.membership.deposed
         if red.inflight and (gone or now - (red.inflight_since or now) > self._timeout()):
             red.reclaim()  # the reducer that closed the round died before answering: close it again
@@ -311,7 +313,7 @@ class SyncNode:
         if msg.combiners and msg.combiners != c.combiners:
             self._ignore("combiner count", f"{msg.combiners} != {c.combiners}")
             return []
-        if msg.fingerprint and c.fingerprint and msg.fingerprint != c.fingerprint:
+        if c.fingerprint and msg.fingerprint != c.fingerprint:  # (none is incompatible too)
             self._ignore("incompatible parameters", f"fingerprint {msg.fingerprint} != {c.fingerprint}")
             return []
         # Liveness by arrival time (clock skew between hosts does not matter), except for history read at
@@ -333,6 +335,17 @@ class SyncNode:
 
     def _global(self, msg: GlobalMessage, now: float) -> None:
         live = self.membership.live(now)
+        elected = self.stats.leaders[-1][1] if self.stats.leaders else None
+        if (
+            msg.reducer != self.instance
+            and elected == self.instance
+            and msg.round > self.reducer.published
+            and now - self._leader_since > self.takeover_timeout()
+        ):
+            log.warning("route %s: %s answered round %d while this node was the reducer: deposed", self.config.route,
+                        msg.reducer, msg.round)  # fmt: skip
+            self.membership.depose(self.instance, now, 10 * self.takeover_timeout())
+            self.stats.deposed += 1
         self.reducer.observe(msg, now, own=msg.reducer == self.instance, live=live)
         period = self.client.dsync  # the interval the round's SYNCs were sent at
         update = self.client.accept_global(msg, now)
