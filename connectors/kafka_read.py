@@ -23,6 +23,7 @@ from schemas.exceptions import BrokerError, DataLossError
 if TYPE_CHECKING:
     import pyarrow as pa
     from confluent_kafka import Consumer
+    from pyspark.sql.types import StructType
 
 __all__ = ["RangeSpec", "ReadConfig", "read_range"]
 
@@ -75,8 +76,6 @@ def report_loss(fail: bool, topic: str, partition: int, expected: int, low: int,
 def _arrow_batch(msgs: list[Any], offsets: list[int], part: RangeSpec, headers: bool) -> pa.RecordBatch:
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
-
-    from connectors.spark_source import kafka_schema
 
     schema = to_arrow_schema(kafka_schema(headers), timezone="UTC")
     n = len(msgs)
@@ -165,3 +164,37 @@ def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
             _POOL[cfg.conf] = consumer
         else:
             consumer.close()
+
+
+def kafka_schema(headers: bool = False) -> StructType:
+    """The columns of Spark's Kafka source (``headers`` last, as Spark's ``includeHeaders=true`` adds it)."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    extra = [
+        StructField(
+            "headers",
+            ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
+            True,
+        )
+    ]
+    return StructType(
+        [
+            StructField("key", BinaryType(), True),
+            StructField("value", BinaryType(), True),
+            StructField("topic", StringType(), True),
+            StructField("partition", IntegerType(), True),
+            StructField("offset", LongType(), True),
+            StructField("timestamp", TimestampType(), True),
+            StructField("timestampType", IntegerType(), True),
+        ]
+        + (extra if headers else [])
+    )

@@ -39,14 +39,7 @@ from prometheus_client import Counter
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
     StructType,
-    TimestampType,
 )
 
 from connectors.kafka_offsets import (
@@ -58,7 +51,7 @@ from connectors.kafka_offsets import (
     probe_partitions,
     topic_partitions,
 )
-from connectors.kafka_read import read_range, report_loss
+from connectors.kafka_read import kafka_schema, read_range, report_loss
 from connectors.offset_ranges import OffsetRange, Offsets, distribute_budget, floor_at, split_ranges
 from schemas.settings import KafkaSettings
 
@@ -77,29 +70,6 @@ _LOSS = Counter(
     "partitions found with missing offsets and skipped (failOnDataLoss=false), seen by the driver",
     ["topic"],
 )
-
-
-def kafka_schema(headers: bool = False) -> StructType:
-    """The columns of Spark's Kafka source (``headers`` last, as Spark's ``includeHeaders=true`` adds it)."""
-    extra = [
-        StructField(
-            "headers",
-            ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
-            True,
-        )
-    ]
-    return StructType(
-        [
-            StructField("key", BinaryType(), True),
-            StructField("value", BinaryType(), True),
-            StructField("topic", StringType(), True),
-            StructField("partition", IntegerType(), True),
-            StructField("offset", LongType(), True),
-            StructField("timestamp", TimestampType(), True),
-            StructField("timestampType", IntegerType(), True),
-        ]
-        + (extra if headers else [])
-    )
 
 
 def kafka_options(kafka: KafkaSettings, prefix: str = "kafka.") -> dict[str, str]:
