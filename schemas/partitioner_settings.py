@@ -14,6 +14,7 @@ __all__ = [
     "DaltonSettings",
     "FISHSettings",
     "HashSettings",
+    "HeavyChoicesSettings",
     "HolisticSettings",
     "PKGSettings",
     "PartitionerSettings",
@@ -91,6 +92,18 @@ class FISHSettings(_Base):
     virtual_nodes: int = Field(64, ge=1, le=4096, description="virtual nodes per combiner on the ring")
 
 
+class HeavyChoicesSettings(_Base):
+    """D-Choices or W-Choices: space-saving heavy hitters get d (or all n) candidates, the rest PKG."""
+
+    name: Literal["dchoices", "wchoices"]
+    theta: float | None = Field(None, gt=0, lt=1, description="heavy-hitter share threshold (default 1/(5n))")
+    k_max: int = Field(1000, ge=1, description="space-saving counters kept")
+    load: Literal["cumulative", "windowed"] = Field(
+        "cumulative", description="local load estimate: since start (paper) or per tumbling window"
+    )
+    hash_seed: int = Field(13, description="seed of the candidate hashes")
+
+
 class DaltonSettings(_Base):
     """Dalton: contextual-bandit routing of hot keys, two-choice affinity (or hash) for the tail."""
 
@@ -146,6 +159,7 @@ PartitionerSettings = Annotated[
     | PKGSettings
     | HolisticSettings
     | FISHSettings
+    | HeavyChoicesSettings
     | DaltonSettings
     | PromptSettings
     | CustomPartitionerSettings,

@@ -169,7 +169,7 @@ def test_batches_split_at_epoch_boundaries_and_snapshot_round_trip():
     b.restore(a.snapshot())
     assert np.array_equal(run(a, keys[3500:], batch=700), run(b, keys[3500:], batch=700))
     assert first.min() >= 0 and first.max() < N
-    assert a._used <= 50  # the counter never exceeds K_max
+    assert a._ss.used <= 50  # the counter never exceeds K_max
 
 
 def test_water_fill_matches_the_per_tuple_greedy():

@@ -1,0 +1,1 @@
+"""Lab code: benchmarks and sweeps (never imported by the runtime)."""
