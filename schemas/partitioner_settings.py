@@ -129,6 +129,11 @@ class DaltonSettings(_Base):
     update: Literal["all", "chosen"] = Field(
         "all", description="Q update: every action toward its modelled reward (default) or the chosen one (paper)"
     )
+    pack: bool = Field(
+        True,
+        description="hot keys first, each combiner filled to the mean at most; then the tail, which spills to "
+        "the least loaded combiner when both candidates are full (False: tail first, as in the paper)",
+    )
     key_forwarding: bool = Field(
         False, description="mark tuples of keys held by one combiner for forwarding (Sec. 4.2; single router)"
     )

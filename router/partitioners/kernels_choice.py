@@ -103,8 +103,9 @@ def pkg_fill_kernel(first, second, counts, loads, out):  # type: ignore[no-untyp
 
 
 @njit(cache=True)
-def two_choice_keys(order, c1, c2, weights, loads, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """Keys in ``order``, all tuples of a key at once, to the less loaded of two candidates (ties: ``c1``).
+def two_choice_keys(order, c1, c2, weights, loads, level, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Keys in ``order``, all tuples of a key at once, to the less loaded of two candidates (ties: ``c1``),
+    or to the least loaded combiner when the candidate would exceed ``level`` and that one is less loaded.
 
     Dalton's tail (:func:`router.partitioners.dalton.tail.two_choice_keys` is the Python reference).
     """
@@ -112,12 +113,16 @@ def two_choice_keys(order, c1, c2, weights, loads, out):  # type: ignore[no-unty
         i = order[j]
         a = c1[i]
         b = c2[i]
-        if loads[a] <= loads[b]:
-            loads[a] += weights[i]
-            out[i] = a
-        else:
-            loads[b] += weights[i]
-            out[i] = b
+        x = a if loads[a] <= loads[b] else b
+        if loads[x] + weights[i] > level:
+            low = 0
+            for c in range(1, loads.shape[0]):
+                if loads[c] < loads[low]:
+                    low = c
+            if loads[low] < loads[x]:
+                x = low
+        loads[x] += weights[i]
+        out[i] = x
 
 
 def warm() -> None:
@@ -128,4 +133,4 @@ def warm() -> None:
     two_choice_weighted(i64, i64, f64, f64, i64)
     pkg_fill_kernel(i64, i64, i64, f64, i64)
     ip = np.zeros(0, np.intp)
-    two_choice_keys(ip, ip, ip, i64, f64, ip)
+    two_choice_keys(ip, ip, ip, i64, f64, 0.0, ip)

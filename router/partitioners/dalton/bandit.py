@@ -120,6 +120,7 @@ def run_chunks(
     adaptive: bool,
     draw: Callable[[], tuple[list[float], list[int]]],
     buffer: list[Reward] | None,
+    level: float | None = None,
 ) -> list[tuple[int, int, int]]:
     """Route the hot tuples of one segment chunk by chunk; returns the chunks ``(key index, combiner, size)``.
 
@@ -134,14 +135,17 @@ def run_chunks(
     ``loads`` (the reward's load vector, already holding the segment's non-hot tuples) and ``masks``
     (fragmentation bit mask per key) are updated in place. ``draw()`` returns fresh exploration draws
     (uniforms and random combiners). With ``buffer`` given (AWAIT state) every reward is also appended
-    there for replay onto the next global table.
+    there for replay onto the next global table. ``level`` replaces the water level (Dalton passes the
+    segment's final mean load when the hot keys are routed before the tail: each chunk then fills a combiner
+    up to the mean at most, so a hot key reaches about ``count / mean`` combiners, not all of them).
     """
     n, eps, p1, p2, keep = cfg.n, cfg.epsilon, cfg.p1, cfg.p2, 1.0 - cfg.gamma
     cap = cfg.max_split or n
     full = cfg.update == "all"
     rows = table.rows
     total = float(sum(loads))
-    level = water_level(loads, sum(counts))
+    if level is None:
+        level = water_level(loads, sum(counts))
     left = list(counts)
     done = [0] * len(keys)
     active = [j for j in range(len(keys)) if left[j] > 0]

@@ -103,6 +103,7 @@ class DaltonPartitioner(Partitioner):
         quantum: int | None = None,
         key_forwarding: bool = False,
         update: Literal["chosen", "all"] = "all",
+        pack: bool = True,
     ) -> None:
         self.tail: TailRule = DEFAULT_TAIL if tail is None else tail
         if self.tail not in ("hash", "affinity"):
@@ -126,8 +127,9 @@ class DaltonPartitioner(Partitioner):
         self._params.update(
             epsilon=epsilon, gamma=gamma, p1=p1, p2=p2, initial_q=initial_q, statistics=statistics,
             exact_limit=exact_limit, stats_window=stats_window, max_split=max_split, tail=tail,
-            micro_batch=micro_batch, quantum=quantum, key_forwarding=key_forwarding, update=update,
+            micro_batch=micro_batch, quantum=quantum, key_forwarding=key_forwarding, update=update, pack=pack,
         )  # fmt: skip
+        self.pack = bool(pack)
         if update not in ("chosen", "all"):
             raise ValueError(f"update must be 'chosen' or 'all', got {update!r}")
         self.cfg = BanditConfig(self.n, epsilon, gamma, p1, p2, initial_q, min(max_split or self.n, self.n), update)
@@ -267,15 +269,27 @@ class DaltonPartitioner(Partitioner):
         t = np.flatnonzero(~hot) if any_hot else None
         st = slots if t is None else slots[t]
         ct = counts if t is None else counts[t]
-        if self.tail == "affinity" and st.size:
+        level = (float(base.sum()) + inv.shape[0]) / n  # the mean load once the segment is routed
+        affinity = self.tail == "affinity" and st.size > 0
+        held = c1 = c2 = None
+        if affinity:
             cand = self.cand[st]
             c1, c2 = cand[:, 1].astype(np.intp), cand[:, 2].astype(np.intp)
-            held = None
             if self.scope == "window" or not self.win.head_empty:  # a fresh slide holds nothing yet
                 held = np.where(
                     self.win.held(st, c1, self.scope), c1, np.where(self.win.held(st, c2, self.scope), c2, -1)
                 )
-            tail = affinity_fill(c1, c2, held, ct, base, n)
+        hot_out: IntP | None = None
+        if any_hot and self.pack:  # hot keys first (after the tail keys bound to a combiner), up to the level
+            fixed = np.zeros(n) if held is None else np.bincount(held[held >= 0], ct[held >= 0], minlength=n)
+            choice = self.cand[slots, 0].astype(np.intp)
+            loads = (base + fixed).tolist()
+            hot_out = np.empty(inv.shape[0], dtype=np.intp)
+            pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, choice, counts, inv, loads, hot_out, level)
+            base = np.asarray(loads, dtype=np.float64) - fixed
+        if affinity:
+            assert c1 is not None and c2 is not None
+            tail = affinity_fill(c1, c2, held, ct, base, n, level if self.pack else None)
         else:
             tail = self.cand[st, 0].astype(np.intp)
         if t is None:
@@ -283,9 +297,13 @@ class DaltonPartitioner(Partitioner):
             return tail[inv], hot
         choice = self.cand[slots, 0].astype(np.intp)
         choice[t] = tail
-        loads = (base + np.bincount(tail, weights=ct, minlength=n)).tolist()
         tuple_out = choice[inv]
-        pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, choice, counts, inv, loads, tuple_out)
+        if hot_out is None:  # tail first, then the hot tuples up to their water level (the paper's order)
+            loads = (base + np.bincount(tail, weights=ct, minlength=n)).tolist()
+            pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, choice, counts, inv, loads, tuple_out)
+        else:
+            on = hot[inv]
+            tuple_out[on] = hot_out[on]
         self.win.add(np.concatenate([st, pslots]), np.concatenate([tail, pcombs]), np.concatenate([ct, pcounts]))
         return tuple_out, hot
 
@@ -299,6 +317,7 @@ class DaltonPartitioner(Partitioner):
         inv: IntP,
         loads: list[float],
         out: IntP,
+        level: float | None = None,
     ) -> tuple[IntP, IntP, I64]:
         """Route the hot tuples chunk by chunk (writes ``out``); returns distinct (slot, combiner, tuples)."""
         n = self.n
@@ -318,7 +337,7 @@ class DaltonPartitioner(Partitioner):
         quantum = max(1, inv.shape[0] // (32 * n)) if self.quantum is None else self.quantum
         chunks = run_chunks(
             self.qtable, self.cfg, keys_u, hot_counts, loads, masks, quantum, adaptive,
-            self._draw, self.buffer if self.awaiting else None,
+            self._draw, self.buffer if self.awaiting else None, level,
         )  # fmt: skip
         chunks.sort(key=lambda c: c[0])  # per key, in the order decided (the sort is stable)
         out[tpos] = np.repeat([c[1] for c in chunks], [c[2] for c in chunks])
