@@ -104,8 +104,9 @@ def pkg_fill_kernel(first, second, counts, loads, out):  # type: ignore[no-untyp
 
 @njit(cache=True)
 def two_choice_keys(order, c1, c2, weights, loads, level, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """Keys in ``order``, all tuples of a key at once, to the less loaded of two candidates (ties: ``c1``),
-    or to the least loaded combiner when the candidate would exceed ``level`` and that one is less loaded.
+    """Keys in ``order``, all tuples of a key at once, to the less loaded of two candidates (ties: ``c1``).
+
+    Spill: to the least loaded combiner when the candidate would exceed ``level`` and that one is less loaded.
 
     Dalton's tail (:func:`router.partitioners.dalton.tail.two_choice_keys` is the Python reference).
     """
