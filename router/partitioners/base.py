@@ -16,7 +16,10 @@ from router.partitioners.keys import DEFAULT_HASH_SEED, KeyBatch, KeyCodec, Keys
 __all__ = ["Assignment", "Partitioner", "PartitionerState"]
 
 Assignment = npt.NDArray[np.int32]
-STATE_VERSION = 1
+#: Layout version of :class:`PartitionerState`'s ``data``; a snapshot of another version is refused on restore
+#: (the algorithms' internal attributes change between versions). 2: SpaceSaving counter object in FISH,
+#: D-/W-Choices, Dalton's ``pack``.
+STATE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,11 @@ class Partitioner(ABC):
         """Continue from ``state`` (taken from an instance of the same algorithm and ``n``)."""
         if state.name != self.name:
             raise ValueError(f"state of partitioner {state.name!r} cannot restore {self.name!r}")
+        if state.version != STATE_VERSION:
+            raise ValueError(
+                f"state version {state.version!r} of partitioner {state.name!r} cannot be restored by this "
+                f"version (state version {STATE_VERSION}); start from an empty state instead"
+            )
         if state.params.get("n") != self.n:
             raise ValueError(f"state for n={state.params.get('n')} cannot restore n={self.n}")
         self._load_state(pickle.loads(state.data))
