@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from router.partitioners.pkg import PKGPartitioner, greedy_sequence, water_fill
+from router.partitioners.pkg import PKGPartitioner, greedy_counts, greedy_sequence
 from router.partitioners.spacesaving import SpaceSaving
 from router.partitioners.windows import I64, U64
 
@@ -111,7 +111,7 @@ class _HeavyChoices(PKGPartitioner):
         for g, (key, count) in enumerate(zip(ids[heavy].tolist(), counts[heavy].tolist(), strict=True)):
             row = self._candidates(key, firsts[g], d)
             starts = [loads[c] for c in row]
-            for c, s, x in zip(row, starts, water_fill(starts, count), strict=True):
+            for c, s, x in zip(row, starts, greedy_counts(starts, count), strict=True):
                 if x:
                     loads[c] = s + x
                     pc.append(c)

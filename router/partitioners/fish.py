@@ -69,7 +69,7 @@ from router.partitioners.base import Partitioner
 from router.partitioners.keys import KeyBatch, KeyCodec
 from router.partitioners.ring import ConsistentRing
 from router.partitioners.spacesaving import SpaceSaving
-from router.partitioners.waterfill import pair_fill, pkg_fill_many, two_choice_many, water_fill
+from router.partitioners.waterfill import level_fill, pair_fill, pkg_fill_many, two_choice_many
 
 __all__ = ["FISHPartitioner"]
 
@@ -280,7 +280,7 @@ class FISHPartitioner(Partitioner):
                     split[2].extend((xa, c - xa))
                 continue
             cands = row[:du]
-            x = water_fill(cands, c, loads, ptime)
+            x = level_fill(cands, c, loads, ptime)
             ws, xs = [], []
             for w, xi in zip(cands, x, strict=True):
                 if xi:
