@@ -1,4 +1,4 @@
-"""The Dalton partitioner: bandit routing of hot keys, affinity (or hash) for the tail (papers/000).
+"""The Dalton partitioner: bandit routing of hot keys, affinity (or hash) for the tail (Zapridou et al., PVLDB 2022).
 
 How a batch is processed. The batch is a look-ahead buffer (a legitimate micro-batch technique, Sec.
 3.4): its key counts are known before any tuple is routed.
@@ -7,15 +7,28 @@ How a batch is processed. The batch is a look-ahead buffer (a legitimate micro-b
    its own, after the window state has advanced to the segment's time (expiry is exact).
 2. The segment's distinct keys are counted into the statistics window; keys reaching ``L / n`` enter the
    Q-table (valid through the next statistics window); the Q-table's keys are the hot keys.
-3. Non-hot keys are routed per distinct key, vectorised (``tail="affinity"`` or ``"hash"``); all tuples
-   of a non-hot key in the segment go to one combiner.
-4. Hot tuples (at most ~2n keys) are routed in chunks by the epsilon-greedy bandit, one decision and one
-   reward per chunk (:func:`~.bandit.run_chunks`). By default a chunk fills the chosen combiner up to the
-   segment's water level (the level the hot tuples would fill the load vector to), so a decision is
-   taken when a combiner crosses the level: about ``n`` + (hot keys) decisions per batch, i.e. the
-   paper's load quantisation (Sec. 3.1, key idea 2) with an adaptive quantum. ``quantum=q`` gives fixed
-   chunks of ``q`` tuples; ``quantum=1, update="chosen"`` is Algorithm 1 tuple by tuple. Tuples get
-   their chunk's combiner with one ``np.repeat``.
+3. With ``pack=True`` (default) the hot tuples (at most ~2n keys) are routed first, after the tail keys
+   already bound to a combiner in the scope: in chunks by the epsilon-greedy bandit
+   (:func:`~.bandit.run_chunks`), one decision and one reward per chunk, each chunk filling the chosen
+   combiner up to the segment's final mean load ``level`` at most, the choice restricted to combiners still
+   below it. So a hot key reaches about ``count / level`` combiners (the fewest that hold it without
+   exceeding the mean) instead of a piece on every combiner.
+4. Then the non-hot keys, per distinct key, vectorised (``tail="affinity"`` or ``"hash"``): affinity puts
+   the largest keys first on the less loaded of their two candidates and spills a key whose candidates
+   are both full to the least loaded combiner (:mod:`.tail`); all tuples of a non-hot key in the segment
+   go to one combiner.
+
+``pack=False`` is the paper's order: the tail first, then the hot tuples up to their water level (the
+level the hot tuples would fill the load vector to), so every combiner below it gets hot pieces. By
+default a chunk fills the chosen combiner up to the level, so a decision is taken when a combiner
+crosses it: about ``n`` + (hot keys) decisions per batch, i.e. the paper's load quantisation (Sec. 3.1,
+key idea 2) with an adaptive quantum. ``quantum=q`` gives fixed chunks of ``q`` tuples; ``quantum=1,
+update="chosen", pack=False, tail="hash"`` is Algorithm 1 tuple by tuple. Tuples get their chunk's
+combiner with one ``np.repeat``.
+
+Why ``pack``: on a sweep of Zipf s 0.6-2.0 x n 2-32 x 1k-100k keys (mean per-1,000-tuple-window max/mean,
+replication), the tail-first order split hot keys over every combiner (Zipf 1.5, n = 32: 1.31 / 1.33,
+dominated by Prompt's 1.02 / 1.24); hot-first measures 1.08 / 1.20 there and 1.00 / 1.03 at n = 8.
 
 Learning. ``update="all"`` (default): the reward is a model the router computes itself (Eq. 3-4), so
 after each chunk every action's Q value moves towards the reward the *next* tuple would get there
@@ -54,16 +67,17 @@ IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 TailRule = Literal["hash", "affinity"]
-#: Chosen by measurement (mean per-window max/mean, n=8, 1000-tuple windows; affinity vs hash tail):
-#: uniform 1.00 vs 1.13, Zipf 1.0 1.25 vs 1.77, Zipf 1.0 over 100k keys 1.29 vs 1.66, changing hot set
-#: 1.10 vs 1.22, zipf15 1.05 vs 1.06, flights (dest) 1.23 vs 1.63, words 1.07 vs 1.27; replication
-#: equal (a non-hot key is never split within a slide).
+#: Chosen by measurement (mean per-window max/mean, n=8, 1000-tuple windows; affinity vs hash tail, with
+#: the earlier flow-plan affinity rule): uniform 1.00 vs 1.13, Zipf 1.0 1.25 vs 1.77, Zipf 1.0 over 100k
+#: keys 1.29 vs 1.66, changing hot set 1.10 vs 1.22, zipf15 1.05 vs 1.06, flights (dest) 1.23 vs 1.63,
+#: words 1.07 vs 1.27; replication equal (a non-hot key is never split within a slide). The largest-first
+#: rule now in :mod:`.tail` measures 1.00 on the Zipf 1.0 cells at n = 8.
 DEFAULT_TAIL: TailRule = "affinity"
 _INITIAL_SLOTS = 1 << 14
 
 
 class DaltonPartitioner(Partitioner):
-    """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions of ALGORITHMS.md.
+    """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions (module doc).
 
     Parameters (besides ``n``, ``window``, ``slide``, ``seed``, ``hash_seed``):
     ``epsilon``, ``gamma``, ``p1``, ``p2``, ``initial_q``: the bandit (paper defaults);
@@ -73,7 +87,8 @@ class DaltonPartitioner(Partitioner):
     ``tail``: ``hash`` (paper) or ``affinity`` (default); ``micro_batch``: see the module doc;
     ``quantum``: fixed tuples per bandit decision (default: fill to the water level, at least
     ``max(1, segment // (32 n))``); ``update``: ``all`` (default) or ``chosen`` (see the module doc);
-    ``key_forwarding``: compute :meth:`forwardable` (Sec. 4.2).
+    ``key_forwarding``: compute :meth:`forwardable` (Sec. 4.2); ``pack``: hot keys first, up to the mean
+    level (default; ``False``: the paper's tail-first order, see the module doc).
 
     Cooperative learning: :meth:`sync_payload`, :meth:`apply_global`, :meth:`merge` (see :mod:`.sync`).
     """
