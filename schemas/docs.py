@@ -93,6 +93,7 @@ def settings_reference() -> str:
         "",
     ]
     for cls in (ps.HashSettings, ps.ShuffleSettings, ps.PKGSettings, ps.HolisticSettings, ps.FISHSettings,
+                ps.HeavyChoicesSettings,
                 ps.DaltonSettings, ps.PromptSettings, ps.CustomPartitionerSettings):  # fmt: skip
         names = _type_name(cls.model_fields["name"].annotation)
         out += [f"*{names}* — {(cls.__doc__ or '').strip()}", ""]

@@ -16,6 +16,7 @@ __all__ = [
     "DaltonSettings",
     "FISHSettings",
     "HashSettings",
+    "HeavyChoicesSettings",
     "HolisticSettings",
     "PKGSettings",
     "PartitionerSettings",
@@ -94,6 +95,18 @@ class FISHSettings(_Base):
     virtual_nodes: int = Field(64, ge=1, le=4096, description="virtual nodes per combiner on the ring")
 
 
+class HeavyChoicesSettings(_Base):
+    """D-Choices or W-Choices: space-saving heavy hitters get d (or all n) candidates, the rest PKG."""
+
+    name: Literal["dchoices", "wchoices"]
+    theta: float | None = Field(None, gt=0, lt=1, description="heavy-hitter share threshold (default 1/(5n))")
+    k_max: int = Field(1000, ge=1, description="space-saving counters kept")
+    load: Literal["cumulative", "windowed"] = Field(
+        "cumulative", description="local load estimate: since start (paper) or per tumbling window"
+    )
+    hash_seed: int = Field(13, description="seed of the candidate hashes")
+
+
 class DaltonSettings(_Base):
     """Dalton: contextual-bandit routing of hot keys, two-choice affinity (or hash) for the tail."""
 
@@ -118,6 +131,11 @@ class DaltonSettings(_Base):
     quantum: int | None = Field(None, ge=1, description="tuples per bandit decision (default: batch-derived)")
     update: Literal["all", "chosen"] = Field(
         "all", description="Q update: every action toward its modelled reward (default) or the chosen one (paper)"
+    )
+    pack: bool = Field(
+        True,
+        description="hot keys first, each combiner filled to the mean at most; then the tail, which spills to "
+        "the least loaded combiner when both candidates are full (False: tail first, as in the paper)",
     )
     key_forwarding: bool = Field(
         False, description="mark tuples of keys held by one combiner for forwarding (Sec. 4.2; single router)"
@@ -149,6 +167,7 @@ PartitionerSettings = Annotated[
     | PKGSettings
     | HolisticSettings
     | FISHSettings
+    | HeavyChoicesSettings
     | DaltonSettings
     | PromptSettings
     | CustomPartitionerSettings,

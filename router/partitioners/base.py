@@ -16,7 +16,10 @@ from router.partitioners.keys import DEFAULT_HASH_SEED, KeyBatch, KeyCodec, Keys
 __all__ = ["Assignment", "Partitioner", "PartitionerState", "StateVersionError"]
 
 Assignment = npt.NDArray[np.int32]
-STATE_VERSION = 1
+#: Layout version of :class:`PartitionerState`'s ``data``; a snapshot of another version is refused on restore
+#: (the algorithms' internal attributes change between versions). 2: SpaceSaving counter object in FISH,
+#: D-/W-Choices, Dalton's ``pack``.
+STATE_VERSION = 2
 
 
 class StateVersionError(ValueError):
@@ -148,8 +151,8 @@ class Partitioner(ABC):
         found = (state.version, state.meta.get("state"))
         if found != (STATE_VERSION, self.state_version):
             raise StateVersionError(
-                f"{self.name} snapshot has format {found[0]} / state layout {found[1]}; this version reads "
-                f"format {STATE_VERSION} / layout {self.state_version} only (start from an empty state instead)"
+                f"{self.name} snapshot has state version {found[0]} / layout {found[1]}; this version reads "
+                f"state version {STATE_VERSION} / layout {self.state_version} only (start from an empty state instead)"
             )
         self._load_state(pickle.loads(state.data))
 

@@ -17,32 +17,24 @@ import numpy as np
 import numpy.typing as npt
 
 from router.partitioners.accel import choice_kernels
+from router.partitioners.waterfill import pair_fill
 from router.partitioners.windows import I64, U64, GroupedPartitioner
 
-__all__ = ["PKGPartitioner", "water_fill"]
+__all__ = ["PKGPartitioner", "greedy_counts"]
 
 LoadMode = Literal["cumulative", "windowed"]
 
 
-def water_fill(loads: list[int], count: int) -> list[int]:
+def greedy_counts(loads: list[int], count: int) -> list[int]:
     """Tuples per candidate when ``count`` tuples go one by one to the least loaded, ties to the first.
 
-    ``loads`` are the candidates' loads in priority order; the result is parallel to it.
+    ``loads`` are the candidates' loads in priority order; the result is parallel to it. (FISH's
+    :func:`router.partitioners.waterfill.level_fill` is the same rule with per-combiner tuple costs.)
     """
     d = len(loads)
-    if d == 2:  # closed form of the general case below (the common case, kept fast)
-        la, lb = loads
-        if la <= lb:
-            gap = lb - la
-            if count <= gap:
-                return [count, 0]
-            rest = count - gap
-            return [gap + (rest + 1) // 2, rest // 2]
-        gap = la - lb
-        if count <= gap:
-            return [0, count]
-        rest = count - gap
-        return [(rest + 1) // 2, gap + rest // 2]
+    if d == 2:  # the closed form (the common case)
+        xa = pair_fill(loads[0], loads[1], count)
+        return [xa, count - xa]
     by_load = sorted(range(d), key=lambda j: (loads[j], j))
     remaining, pool, level = count, 1, loads[by_load[0]]
     while pool < d:
@@ -120,7 +112,7 @@ class PKGPartitioner(GroupedPartitioner):
         po: list[int] = []
         for g, (row, count) in enumerate(zip(cand.tolist(), counts.tolist(), strict=True)):
             starts = [loads[c] for c in row]
-            for c, s, x in zip(row, starts, water_fill(starts, count), strict=True):
+            for c, s, x in zip(row, starts, greedy_counts(starts, count), strict=True):
                 if x:
                     loads[c] = s + x
                     pc.append(c)
@@ -130,7 +122,7 @@ class PKGPartitioner(GroupedPartitioner):
         return greedy_sequence(pc, ps, pt, po)
 
     def _decide2(self, cand: I64, counts: I64) -> npt.ArrayLike:
-        """``d = 2``: the compiled per-tuple loop, else :func:`water_fill`'s closed form inlined."""
+        """``d = 2``: the compiled per-tuple loop, else :func:`~router.partitioners.waterfill.pair_fill` per key."""
         kernels = choice_kernels()
         if kernels is not None:
             loads_arr = np.array(self.loads, dtype=np.int64)
@@ -141,28 +133,16 @@ class PKGPartitioner(GroupedPartitioner):
         return self._decide2_python(cand, counts)
 
     def _decide2_python(self, cand: I64, counts: I64) -> npt.ArrayLike:
-        """:meth:`_decide2` without numba: :func:`water_fill`'s closed form per key, then the per-tuple order."""
+        """:meth:`_decide2` without numba: :func:`.waterfill.pair_fill` per key, then the per-tuple order."""
         loads = self.loads
         xs: list[int] = []  # tuples of each key on its first candidate
         splits: list[tuple[int, int, int]] = []  # (key, load of a, load of b) for keys on both
         for a, b, c in zip(cand[:, 0].tolist(), cand[:, 1].tolist(), counts.tolist(), strict=True):
             la = loads[a]
             lb = loads[b]
-            if la <= lb:
-                gap = lb - la
-                if c <= gap:
-                    loads[a] = la + c
-                    xs.append(c)
-                    continue
-                xa = gap + (c - gap + 1) // 2
-            else:
-                gap = la - lb
-                if c <= gap:
-                    loads[b] = lb + c
-                    xs.append(0)
-                    continue
-                xa = (c - gap + 1) // 2
-            splits.append((len(xs), la, lb))
+            xa = pair_fill(la, lb, c)
+            if 0 < xa < c:
+                splits.append((len(xs), la, lb))
             xs.append(xa)
             loads[a] = la + xa
             loads[b] = lb + c - xa

@@ -28,6 +28,8 @@ _REGISTRY: dict[str, str | type[Partitioner]] = {
     "fish": "router.partitioners.fish:FISHPartitioner",
     "dalton": "router.partitioners.dalton:DaltonPartitioner",
     "prompt": "router.partitioners.prompt:PromptPartitioner",
+    "dchoices": "router.partitioners.choices:DChoicesPartitioner",
+    "wchoices": "router.partitioners.choices:WChoicesPartitioner",
 }
 _entry_points_loaded = False
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from router.partitioners import KeyCodec, Partitioner, PartitionerState, create, distinct_candidates
 from router.partitioners.holistic import HolisticPartitioner
 from router.partitioners.metrics import count_windows
-from router.partitioners.pkg import PKGPartitioner, water_fill
+from router.partitioners.pkg import PKGPartitioner, greedy_counts
 from schemas.exceptions import ConfigError
 
 MINE = ["pkg", "cm", "am", "cam", "lm"]
@@ -136,14 +136,14 @@ def test_pkg_windowed_and_cumulative_differ_after_a_boundary() -> None:
     count=st.integers(0, 120),
 )
 @settings(max_examples=300, deadline=None)
-def test_water_fill_is_the_sequential_greedy(loads: list[int], count: int) -> None:
+def test_greedy_counts_is_the_sequential_greedy(loads: list[int], count: int) -> None:
     cur = list(loads)
     expected = [0] * len(loads)
     for _ in range(count):
         j = min(range(len(cur)), key=lambda i: (cur[i], i))
         cur[j] += 1
         expected[j] += 1
-    assert water_fill(list(loads), count) == expected
+    assert greedy_counts(list(loads), count) == expected
 
 
 @pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)

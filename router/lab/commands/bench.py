@@ -7,6 +7,7 @@ Examples::
     skewroute bench -w file:path=sample.jsonl,key=user,time=ts
     skewroute advise -w words:lang=en --tuples 50000
     skewroute bench --suite papers                  # = skewroute reproduce
+    skewroute bench --suite sweep                   # quality sweep: skew x n x keys, Pareto front per cell
 
 Workload specs: ``uniform``, ``zipf``, ``alternating``, ``zipf-drift``, ``evolving``, ``multi``,
 ``flights``, ``words``, ``file`` (see :mod:`connectors.workloads` and :mod:`connectors.datasets`).
@@ -101,13 +102,18 @@ def bench(
     seed: int = SeedOpt,
     sync: str = SyncOpt,
     out: Path | None = typer.Option(None, help="report directory (default reports/bench-<workload>/)"),
-    suite: str | None = typer.Option(None, help="run a suite instead: 'papers' (the reproduction table)"),
+    suite: str | None = typer.Option(
+        None, help="run a suite instead: 'papers' (the reproduction table) or 'sweep' (quality sweep, Pareto front)"
+    ),
 ) -> None:
     """Compare partitioners on a workload: per-window load, replication, reducer cost, T, tuples/s."""
     if suite is not None:
-        if suite != "papers":
-            console.print(f"[red]unknown suite {suite!r}; available: papers[/red]")
+        if suite not in ("papers", "sweep"):
+            console.print(f"[red]unknown suite {suite!r}; available: papers, sweep[/red]")
             raise typer.Exit(2)
+        if suite == "sweep":
+            _sweep(tuples or 100_000, out or Path("reports/sweep"), split_partitioners(partitioners))
+            return
         reproduce(tuples=tuples or 100_000, out=out or Path("reports/papers"), only=None)
         return
     from router.lab.bench import run_bench
@@ -199,6 +205,20 @@ def advise(
         f"[bold]Holistic rule (paper 004):[/bold] {adv.rule.text}; its best choice: "
         f"{adv.rule_run.label if adv.rule_run else 'n/a'} ({rule_t})"
     )
+
+
+def _sweep(tuples: int, out: Path, names: tuple[str, ...]) -> None:
+    """``--suite sweep``: every partitioner on Zipf skew x n x key counts plus flights and words."""
+    from router.lab.sweep import DEFAULT_PARTITIONERS, grid, run_sweep, summary, write_sweep
+
+    cells = grid(tuples=tuples)
+    with _progress(len(cells), "sweep") as tick:
+        results = run_sweep(cells, names or DEFAULT_PARTITIONERS, progress=lambda _r: tick(1))
+    path = write_sweep(results, out)
+    if "dalton" in results[0].balance:
+        s = summary(results)
+        console.print(f"dalton: dominated on {len(s['dominated'])} of {s['cells']} cells")  # type: ignore[arg-type]
+    console.print(f"sweep table: {path}")
 
 
 def reproduce(
