@@ -1,10 +1,12 @@
 """A bounded sample of a live topic: its most recent records, then new ones, up to a count or a time limit.
 
 Used to look at a raw topic before routing it (``skewroute advise --config``, ``skewroute init``). Every
-partition starts ``records / partitions`` offsets before its end (the recent stream is what a router will see
-next), read with manual ``assign()`` (no consumer group joins, nothing is committed). The read stops at
-``records`` records or after ``seconds``, whichever comes first; on a topic that is not being written to, it
-also stops once every partition reached the end it had at the start and nothing arrived for ``idle_s``.
+partition contributes at most ``records / partitions`` records, starting that many offsets before its end (the
+recent stream is what a router will see next), read with manual ``assign()`` (no consumer group joins, nothing
+is committed). The read stops at ``records`` records or after ``seconds``, whichever comes first; on a topic
+that is not being written to, it also stops once every partition reached the end it had at the start and
+nothing arrived for ``idle_s``. (Tansu reports a partition's end as the start of its last record batch + 1,
+so there the sample starts earlier than the last records; it stays balanced over the partitions.)
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ __all__ = ["sample_topic"]
 
 def _start_offsets(consumer: Any, topic: str, partitions: int, records: int) -> tuple[dict[int, int], dict[int, int]]:
     """Per partition: where to start (``records / partitions`` before the end, not before the start) and the end."""
-    quota = max(1, -(-records // partitions))
+    quota = max(1, -(-records // partitions))  # ceil
     starts, ends = {}, {}
     for p in range(partitions):
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)
@@ -59,6 +61,8 @@ def sample_topic(
     out: list[Message] = []
     try:
         starts, ends = _start_offsets(consumer, topic, n, records)
+        quota = max(1, -(-records // n))
+        taken = dict.fromkeys(range(n), 0)
         behind = {p for p in range(n) if ends[p] > starts[p]}
         consumer.assign([TopicPartition(topic, p, starts[p]) for p in range(n)])
         deadline = time.monotonic() + seconds
@@ -73,11 +77,16 @@ def sample_topic(
                     if err.code() == KafkaError._PARTITION_EOF:
                         continue
                     raise BrokerError(f"reading {topic!r}: {err.str()}")
-                out.append(m)
                 p = m.partition() or 0
-                if (m.offset() or 0) + 1 >= ends[p]:
-                    behind.discard(p)
                 last = time.monotonic()
+                if taken[p] >= quota:
+                    continue  # fetched before the pause took effect
+                out.append(m)
+                taken[p] += 1
+                if taken[p] >= quota:
+                    consumer.pause([TopicPartition(topic, p)])
+                if taken[p] >= quota or (m.offset() or 0) + 1 >= ends[p]:
+                    behind.discard(p)
     finally:
         consumer.close()
     return out[:records]

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "router.commands.spark",
     "router.commands.broker",
     "router.lab.commands.advise",
+    "router.lab.commands.init",
     "router.lab.commands.bench",
     "router.lab.commands.demo",
     "router.lab.commands.router_bench",
