@@ -117,3 +117,12 @@ def test_route_sample_of_nothing_routable() -> None:
     assert rs.workload.tuples == 0 and rs.bad == 10
     with pytest.raises(StopIteration):
         next(rs.workload.batches())
+
+
+def test_starter_lines_stay_readable(tmp_path: Path) -> None:
+    d = detect_fields(sample(300))
+    reason = "dalton: T mean 184.9 (p95 193.2) vs cam 428.1; max L 139.3 vs 387.5, " * 3
+    text = render_starter(Starter("h:1", "t", d, d.keys[0], d.times[0], None, "dalton:tail=hash", reason))
+    assert max(len(line) for line in text.splitlines()) <= 120
+    (tmp_path / "s.yaml").write_text(text)
+    assert SkewrouteSettings.load(tmp_path / "s.yaml").routes[0].partitioner.params()["tail"] == "hash"

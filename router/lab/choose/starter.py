@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -125,7 +126,12 @@ def render_starter(s: Starter) -> str:
         f"    value_field: {s.measure.path}" if s.measure else "    # value_field: none found",
         WINDOWS_TEXT.format(slides=ROUTER_WINDOW_MS // TRIGGER_MS),
         f"    window: {{kind: time, size: {ROUTER_WINDOW_MS}, slide: {TRIGGER_MS}}}",
-        f"    # partitioner: measured on the sample by `skewroute advise`: {s.reason}",
+        *textwrap.wrap(
+            f"partitioner: measured on the sample by `skewroute advise`: {s.reason}",
+            110,
+            initial_indent="    # ",
+            subsequent_indent="    #   ",
+        ),
         "    # Any other can be swapped in (same key, time and windows): hash (no splitting: keys stay whole),",
         "    # pkg / cam / am (two choices per key), dalton (splits only hot keys), shuffle (balance, splits all).",
         *([f"    # Next best on this sample: {', '.join(s.alternatives)}."] if s.alternatives else []),

@@ -109,6 +109,7 @@ def init(
         f"wrote {out}: key {key.label}, time {time.label}, measure {measure.label if measure else '-'}, "
         f"partitioner {adv.best.label}",
         markup=False,
+        soft_wrap=True,
     )
 
 
