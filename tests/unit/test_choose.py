@@ -126,3 +126,24 @@ def test_starter_lines_stay_readable(tmp_path: Path) -> None:
     assert max(len(line) for line in text.splitlines()) <= 120
     (tmp_path / "s.yaml").write_text(text)
     assert SkewrouteSettings.load(tmp_path / "s.yaml").routes[0].partitioner.params()["tail"] == "hash"
+
+
+def test_advise_offline_sample_with_a_routes_settings(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from router.cli import app
+
+    jl = tmp_path / "s.jsonl"
+    jl.write_text("\n".join(orjson.dumps({"u": {"id": f"k{i % 50}"}, "ts": i}).decode() for i in range(3000)))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("routes:\n  - raw_topic: r1\n    combiners: 4\n    window: {kind: count, size: 500, slide: 100}\n")
+    cli = CliRunner()
+    res = cli.invoke(
+        app, ["advise", "-c", str(cfg), "--route", "r1", "-w", f"file:path={jl},key=u.id", "-p", "hash,pkg"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "recommendation:" in res.output and "file(s.jsonl,key=u.id)" in res.output
+    res = cli.invoke(app, ["advise", "-c", str(cfg), "--route", "nope", "-w", f"file:path={jl},key=u.id"])
+    assert res.exit_code == 2 and "no route named 'nope'" in res.output
+    res = cli.invoke(app, ["advise", "--route", "r1"])
+    assert res.exit_code == 2 and "--route needs --config" in res.output

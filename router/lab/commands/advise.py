@@ -28,8 +28,6 @@ from router.lab.commands.bench import (
     PartsOpt,
     RoutersOpt,
     SeedOpt,
-    SlideOpt,
-    WindowOpt,
     _bench_spec,
     _progress,
     _workload,
@@ -41,6 +39,7 @@ if TYPE_CHECKING:
     from connectors.workload_types import Workload
     from router.lab.bench.advisor import Advice
     from router.lab.bench.runner import BenchSpec
+    from schemas.settings import RouteSettings, SkewrouteSettings
 
 __all__ = ["advise", "print_advice", "register"]
 
@@ -58,6 +57,8 @@ RecordsOpt = typer.Option(50_000, "--records", min=1, help="sample size in recor
 SecondsOpt = typer.Option(10.0, "--seconds", min=0.1, help="longest time to read the live topic")
 NOpt = typer.Option(None, "--combiners", "-n", min=1, help="number of combiners n (default: the route's, or 8)")
 MOpt = typer.Option(None, "--reducers", "-m", min=1, help="reducers m (default: spark.shuffle_partitions, or 4)")
+WindowOpt = typer.Option(None, "--window", help="router window (default: the route's, the workload's, or 60000)")
+SlideOpt = typer.Option(None, "--slide", help="router slide (default: the route's, the workload's, or 1000)")
 
 
 def advise(
@@ -84,12 +85,18 @@ def advise(
         "metric_window": metric_window,
         "seed": seed,
     }
+    if route is not None and config is None:
+        err.print("--route needs --config", style="red", markup=False)
+        raise typer.Exit(2)
     if config is not None and workload is None:
         wl, spec = _live(config, route, records, seconds, combiners, reducers, window, slide, **kw)
+    elif config is not None:  # an offline sample measured with the route's combiners, reducers and window
+        from router.lab.choose.sample import route_spec
+
+        settings, r = _route(config, route)
+        wl = _workload(str(workload), records)
+        spec = route_spec(settings, r, n=combiners, m=reducers, window=window, slide=slide, tuples=records, **kw)
     else:
-        if route is not None:
-            err.print("[red]--route needs --config[/] (or leave out --workload to sample the route's topic)")
-            raise typer.Exit(2)
         wl = _workload(workload or "zipf:s=1.5,keys=10000", records)
         spec = _bench_spec(wl, window, slide, n=combiners or 8, m=reducers or 4, tuples=records, **kw)
     adv = _run(wl, spec)
@@ -110,13 +117,9 @@ def _live(
     """Sample the route's raw topic and extract it with the route's settings."""
     from connectors.topic_sample import sample_topic
     from router.lab.choose.sample import route_sample, route_spec
-    from schemas.settings import SkewrouteSettings
 
+    settings, route = _route(config, route_name)
     try:
-        settings = SkewrouteSettings.load(config)
-        if not settings.routes:
-            raise SkewrouteError("no routes configured (settings: routes: [{raw_topic: ...}])")
-        route = settings.route(route_name) if route_name else settings.routes[0]
         err.print(f"sampling {route.raw_topic!r} (at most {records:,} records or {seconds:g} s) ...")
         messages = sample_topic(settings.kafka, route.raw_topic, records=records, seconds=seconds)
     except SkewrouteError as exc:
@@ -133,6 +136,20 @@ def _live(
         settings, route, n=combiners, m=reducers, window=window, slide=slide, tuples=sample.workload.tuples, **kw
     )
     return sample.workload, spec
+
+
+def _route(config: Path, route_name: str | None) -> tuple[SkewrouteSettings, RouteSettings]:
+    """The settings and the route called ``route_name`` (default: the first); exit 2 naming the problem."""
+    from schemas.settings import SkewrouteSettings
+
+    try:
+        settings = SkewrouteSettings.load(config)
+        if not settings.routes:
+            raise SkewrouteError("routes: no routes configured (settings: routes: [{raw_topic: ...}])")
+        return settings, (settings.route(route_name) if route_name else settings.routes[0])
+    except SkewrouteError as exc:
+        err.print(f"error: {exc}", soft_wrap=True, markup=False, style="red")
+        raise typer.Exit(2) from None
 
 
 def _run(wl: Workload, spec: BenchSpec) -> Advice:
