@@ -4,7 +4,7 @@
 environment / ``$SKEWROUTE_CONFIG``) lets ``faust -A router.app worker`` run the same worker as
 ``skewroute router``.
 
-Faust runs the control side (its event loop, the web server with ``/metrics`` and ``/routes``, agents for
+Faust runs the control side (its event loop, the web server with ``/metrics``, ``/routes`` and ``/ready``, agents for
 control topics such as the Dalton sync added later); the records never pass through it: one
 :class:`~router.dataplane.RouteDataPlane` thread per route moves them in batches with confluent-kafka.
 :class:`DataPlaneService` starts those threads with the app, stops the worker if one fails, and on SIGTERM or
@@ -62,10 +62,17 @@ class RouterRuntime:
                     "routed": p.stats.routed,
                     "dead_lettered": p.stats.dead,
                     "alive": p.alive,
+                    "ready": p.health.ready(p.alive)[0],
+                    **p.health.snapshot(),
                 }
                 for name, p in self.planes.items()
             },
         }
+
+    def ready(self) -> tuple[bool, dict[str, str]]:
+        """Whether every route is ready (``/ready``), and each route's reason."""
+        why = {name: p.health.ready(p.alive)[1] for name, p in self.planes.items()}
+        return bool(why) and all(w == "ok" for w in why.values()), why
 
 
 class DataPlaneService(Service):
@@ -159,6 +166,13 @@ def create_app(settings: SkewrouteSettings | None = None, *, web_port: int | Non
     @app.page("/metrics")
     async def metrics(web: Any, request: Any) -> Any:
         return web.bytes(runtime.metrics.exposition(), content_type=CONTENT_TYPE_LATEST.split(";")[0])
+
+    @app.page("/ready")
+    async def ready(web: Any, request: Any) -> Any:
+        ok, why = runtime.ready()
+        return web.bytes(
+            orjson.dumps({"ready": ok, "routes": why}), content_type="application/json", status=200 if ok else 503
+        )
 
     @app.page("/routes")
     async def routes(web: Any, request: Any) -> Any:

@@ -10,8 +10,14 @@ record (or ``drain_s`` passes), stops everything and reports:
 * ``records_in``: raw records the broker acknowledged; ``records_out``: routed records read back;
 * ``lost``: acknowledged raw records whose source position ``(tp, p, o)`` never reached the combiner topic
   (must be 0);
-* ``duplicated``: routed records beyond the first per source position (at-least-once replays); after
-  deduplication on the source position they are 0 by construction, and ``unique_out == records_in`` checks it.
+* ``duplicated``: routed records beyond the first per source position (at-least-once replays; a consumer
+  deduplicating on the source position drops them: ``--spark`` checks what the Spark job with ``spark.dedupe``
+  really ends with, ``spark_exact``);
+* with ``poison_every = N`` every N-th raw record is a poison pill (bad JSON, no key, a key of the wrong type,
+  not UTF-8, not an object, two days ahead, 950 KB): ``poison_in`` were acknowledged by the broker,
+  ``poison_dead_lettered`` of them are in the DLQ (by source position), ``poison_unaccounted`` are neither in
+  the DLQ nor routed (must be 0), ``poison_routed`` were routed (must be 0);
+* with ``skew_at_s``, from then on ``skew`` of the records carry one hot key (a sudden hot spot).
 
 The building blocks (:class:`Verifier`, :class:`RawProducer`, :class:`ControlWatcher`, :func:`worker_config`,
 :func:`kill_group`) live in :mod:`router.lab.soak_parts`; the reliability tests use them as well.
@@ -23,7 +29,6 @@ import random
 import signal
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -60,6 +65,9 @@ class SoakOptions:
     bootstrap: str | None = None  # an existing broker; default: start an embedded one
     workdir: Path = Path(".skewroute/soak")
     seed: int = 0
+    poison_every: int = 0  # every N-th raw record is a poison pill (0: none)
+    skew: float = 0.5  # share of the records on one hot key from skew_at_s on
+    skew_at_s: float = 0.0  # when the hot key appears (0: never)
 
 
 @dataclass
@@ -72,7 +80,6 @@ class SoakResult:
     unique_out: int
     lost: int
     duplicated: int
-    duplicated_after_dedupe: int
     producer_failures: int
     kills: int
     reducer_kills: int
@@ -81,6 +88,10 @@ class SoakResult:
     rounds: int = 0
     events: list[str] = field(default_factory=list)
     spark_exact: bool | None = None
+    poison_in: int = 0
+    poison_dead_lettered: int = 0
+    poison_routed: int = 0
+    poison_unaccounted: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -138,10 +149,11 @@ def _run(o: SoakOptions, bootstrap: str, say: Callable[[str], None]) -> SoakResu
         for n in names
     }  # fmt: skip
     ports = {n: free_port() for n in names}
-    result = SoakResult(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    result = SoakResult(0.0, 0, 0, 0, 0, 0, 0, 0, 0)
     verifier = Verifier(kafka, f"{raw}.combiners", o.combiners)
     watcher = ControlWatcher(kafka, control)
     producer = RawProducer(kafka, raw, o.rate, partitions=o.raw_partitions, seed=o.seed)
+    producer.poison_every = o.poison_every
     t0 = time.monotonic()
 
     def note(msg: str) -> None:
@@ -167,6 +179,9 @@ def _run(o: SoakOptions, bootstrap: str, say: Callable[[str], None]) -> SoakResu
         schedule = _schedule(o)
         reducer_kills: list[tuple[float, str]] = []
         while (now := time.monotonic() - t0) < o.duration_s:
+            if o.skew_at_s and now >= o.skew_at_s and producer.hot_fraction == 0:
+                producer.hot_fraction = o.skew
+                note(f"skew: {o.skew:.0%} of the records on one hot key from now on")
             verifier.poll(0.2)
             watcher.poll(0)
             for at, name in [p for p in pending if p[0] <= now]:
@@ -205,6 +220,8 @@ def _run(o: SoakOptions, bootstrap: str, say: Callable[[str], None]) -> SoakResu
         acked = producer.positions()
         note(f"producer stopped: {len(acked)} acknowledged; draining the combiner topic (≤ {o.drain_s:.0f} s)")
         verifier.wait_for(acked, o.drain_s)
+        poison = set(producer.poison_acked)
+        in_dlq = _dead_lettered(kafka, f"{raw}.dlq") if poison else set()
         watcher.poll(1.0)
         for at, dead in reducer_kills:
             resumed = watcher.resumed_after(at)
@@ -219,13 +236,28 @@ def _run(o: SoakOptions, bootstrap: str, say: Callable[[str], None]) -> SoakResu
     result.unique_out = len(set(verifier.seen) & acked)
     result.lost = len(acked - set(verifier.seen))
     result.duplicated = verifier.duplicates
-    deduped = Counter(dict.fromkeys(verifier.seen, 1))  # what a consumer deduplicating on (tp, p, o) keeps
-    result.duplicated_after_dedupe = sum(deduped.values()) - len(deduped)
+    result.poison_in = len(poison)
+    result.poison_dead_lettered = len(poison & in_dlq)
+    result.poison_routed = len(poison & set(verifier.seen))
+    result.poison_unaccounted = len(poison - in_dlq - set(verifier.seen))
     result.producer_failures = producer.failed
     result.rounds = len(watcher.globals)
     verifier.close()
     watcher.close()
     return result
+
+
+def _dead_lettered(kafka: KafkaSettings, dlq: str) -> set[tuple[str, int, int]]:
+    """The source positions found in the DLQ."""
+    from connectors.topic_reader import read_topic
+
+    if partition_count(make_admin(kafka), dlq) is None:
+        return set()
+    out = set()
+    for r in read_topic(kafka, dlq, idle_s=3.0):
+        d = orjson.loads(r.value or b"{}")
+        out.add((str(d["topic"]), int(d["partition"]), int(d["offset"])))
+    return out
 
 
 def _spark_check(

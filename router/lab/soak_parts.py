@@ -146,11 +146,26 @@ class Verifier:
         self._consumer.close()
 
 
+#: Poison pills of the soak's injector: (raw value, Kafka timestamp ahead of now in ms, 0 = now). Each is bad
+#: for a route keyed on the field ``key`` with Kafka timestamps as event times (the soak's route).
+POISON: list[tuple[bytes, int]] = [
+    (b'{"key": ', 0),  # not JSON
+    (b'{"i": 1}', 0),  # no key
+    (b'{"key": 1.5}', 0),  # key of the wrong type
+    (b'{"key": "\xff"}', 0),  # not UTF-8
+    (b"[1, 2]", 0),  # not an object
+    (b'{"key": "far-future"}', 2 * 86_400_000),  # two days ahead of the wall clock
+    (b'{"key": "big", "pad": "' + b"x" * 950_000 + b'"}', 0),  # above max_record_bytes: a DLQ envelope
+]
+
+
 class RawProducer:
     """Writes JSON raw records ``{"key", "i", "x"}`` (Zipf keys) at ``rate`` per second on a thread.
 
     ``acked`` holds the source position ``(topic, partition, offset)`` of every record the broker acknowledged,
-    ``failed`` counts the ones it did not.
+    ``failed`` counts the ones it did not. Injectors (off by default, settable while running): with
+    ``poison_every = N`` every N-th record is a poison pill (:data:`POISON`, cycled; its acknowledged position
+    goes to ``poison_acked``, not ``acked``); ``hot_fraction`` sends that share of the records to one hot key.
     """
 
     def __init__(self, kafka: KafkaSettings, topic: str, rate: float, *, partitions: int = 4, seed: int = 0) -> None:
@@ -163,6 +178,9 @@ class RawProducer:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._producer = make_producer(kafka, **{"linger.ms": 5, "message.timeout.ms": 30_000})
+        self.poison_every = 0
+        self.hot_fraction = 0.0
+        self.poison_acked: set[tuple[str, int, int]] = set()
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         with self._lock:
@@ -171,16 +189,28 @@ class RawProducer:
             else:
                 self.failed += 1
 
+    def _on_poison(self, err: Any, msg: Any) -> None:
+        with self._lock:
+            if err is None:
+                self.poison_acked.add((msg.topic(), msg.partition(), msg.offset()))
+            else:
+                self.failed += 1
+
     def send(self, n: int) -> None:
         """Produce ``n`` records now (round-robin over the partitions) without waiting for them."""
         keys = (self._rng.zipf(1.5, n) % 1000).tolist()
-        for k in keys:
+        hot = (self._rng.random(n) < self.hot_fraction).tolist() if self.hot_fraction > 0 else [False] * n
+        for k, is_hot in zip(keys, hot, strict=True):
             i = self.sent
-            value = orjson.dumps({"key": f"k{k}", "i": i, "x": i % 100})
+            value = orjson.dumps({"key": "hot" if is_hot else f"k{k}", "i": i, "x": i % 100})
+            ts, cb = 0, self._on_delivery
+            if self.poison_every and i % self.poison_every == self.poison_every - 1:
+                value, ahead_ms = POISON[(i // self.poison_every) % len(POISON)]
+                ts, cb = (int(time.time() * 1000) + ahead_ms if ahead_ms else 0), self._on_poison
             while True:
                 try:
-                    self._producer.produce(self.topic, value, partition=i % self.partitions,
-                                           on_delivery=self._on_delivery)  # fmt: skip
+                    self._producer.produce(self.topic, value, partition=i % self.partitions, timestamp=ts,
+                                           on_delivery=cb)  # fmt: skip
                     break
                 except BufferError:
                     self._producer.poll(0.05)

@@ -25,7 +25,7 @@ from router.partitioners.simple import HashPartitioner
 
 
 def direct_metrics(keys: np.ndarray, combiners: np.ndarray, n: int, m: int, c: float, w: int) -> dict[str, list[float]]:
-    """The ALGORITHMS.md definitions, computed naively per window of ``w`` tuples."""
+    """The docs/partitioners.md definitions, computed naively per window of ``w`` tuples."""
     out: dict[str, list[float]] = defaultdict(list)
     for s in range(0, len(keys), w):
         ks, cs = keys[s : s + w].tolist(), combiners[s : s + w].tolist()

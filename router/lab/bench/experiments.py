@@ -221,7 +221,7 @@ def dalton_zipf(tuples: int) -> list[Row]:
         rows.append(
             Row(
                 "dalton-zipf",
-                "Dalton on Zipf splits only hot keys (Sec. 5.1; reference run of ALGORITHMS.md)",
+                "Dalton on Zipf splits only hot keys (Sec. 5.1; reference run of docs/partitioners.md)",
                 f"{lab}: Zipf 1.5, 10k keys, n=8, window 60000 / slide 1000",
                 f"max/mean {ref_ratio:.2f}, replication {ref_rep:.3f} (reference code)",
                 f"max/mean {fmt(ratio)}, replication {fmt(rep)}{extra}",

@@ -1,6 +1,6 @@
 """Adapter between the benchmark and the project's metrics (:mod:`router.partitioners.metrics`).
 
-The metrics themselves (shared ALGORITHMS.md definitions) are computed by
+The metrics themselves (docs/partitioners.md definitions) are computed by
 :func:`router.partitioners.metrics.measure`; this module turns its per-window counts into the flat
 series the reports plot and the run summaries (mean, p95) they print.
 """

@@ -72,7 +72,7 @@ def _markdown(result: BenchResult, plots: list[str]) -> str:
         "",
         _config_line(result) + ".",
         "",
-        "Per-window metrics (shared ALGORITHMS.md) over the combined output of all routers, summarised as the",
+        "Per-window metrics (docs/partitioners.md) over the combined output of all routers, summarised as the",
         "mean (and p95) over windows; T = max L + c·max A is the modelled window time. tuples/s is measured",
         "side by side in one run (assign calls only).",
         "",

@@ -82,8 +82,8 @@ def suite_markdown(rows: Sequence[Row], tuples: int) -> str:
         "",
         f"Measured by `skewroute bench --suite papers` ({tuples:,} tuples per experiment unless stated; per-window "
         "metrics of",
-        "docs/ALGORITHMS.md over the combined output of all routers). 'paper' is the paper's own figure",
-        "(or the reference figures of docs/ALGORITHMS.md); 'ours' is measured with this project's partitioners.",
+        "docs/partitioners.md over the combined output of all routers). 'paper' is the paper's own figure",
+        "(or the reference figures of docs/partitioners.md); 'ours' is measured with this project's partitioners.",
         "",
         "| experiment | claim | setup | paper | ours | reproduced |",
         "| --- | --- | --- | --- | --- | --- |",

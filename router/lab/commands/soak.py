@@ -1,4 +1,4 @@
-"""CLI: ``skewroute soak`` -- the pipeline under load with router kills and reducer kills; lost must be 0."""
+"""CLI: ``skewroute soak`` -- the pipeline under load with router kills, reducer kills, poison pills and a hot key."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ def soak(
         Path(".skewroute/soak"), "--out", "-o", help="folder for configs, logs, checkpoints and soak.json (the figures)"
     ),
     seed: int = typer.Option(0, "--seed", help="seed of the fault schedule and the produced keys"),
+    poison_every: int = typer.Option(0, "--poison-every", min=0, help="every N-th raw record is a poison pill"),
+    skew_at: float = typer.Option(0.0, "--skew-at", help="from N s on, --skew of the records carry one hot key"),
+    skew: float = typer.Option(0.5, "--skew", min=0.0, max=1.0, help="share of the records on the hot key"),
 ) -> None:
     """Soak the pipeline with faults on a schedule; print records in / out / lost / duplicated (exit 1 if lost)."""
     from router.lab.soak import SoakOptions, run_soak
@@ -43,15 +46,15 @@ def soak(
         duration_s=duration, rate=rate, workers=routers, partitioner=partitioner, combiners=combiners,
         delivery=delivery, kill_every_s=kill_every, restart_after_s=restart_after,
         kill_reducer_every_s=kill_reducer_every, drain_s=drain, spark=spark, bootstrap=bootstrap, workdir=out,
-        seed=seed,
+        seed=seed, poison_every=poison_every, skew=skew, skew_at_s=skew_at,
     )  # fmt: skip
     res = run_soak(opts, say=lambda line: console.print(line, markup=False, highlight=False))
-    cols = ("records in", "out", "unique out", "lost", "duplicated", "dup. after dedupe", "kills", "reducer kills",
-            "rounds resumed after s", "GLOBAL rounds", "spark exact")  # fmt: skip
+    cols = ("records in", "out", "unique out", "lost", "duplicated", "poison in/DLQ/unaccounted", "kills",
+            "reducer kills", "rounds resumed after s", "GLOBAL rounds", "spark exact")  # fmt: skip
     table = Table(*cols, title=f"soak: {res.seconds:.0f} s")
     table.add_row(
         f"{res.records_in:,}", f"{res.records_out:,}", f"{res.unique_out:,}", str(res.lost), f"{res.duplicated:,}",
-        str(res.duplicated_after_dedupe), str(res.kills), str(res.reducer_kills),
+        f"{res.poison_in}/{res.poison_dead_lettered}/{res.poison_unaccounted}", str(res.kills), str(res.reducer_kills),
         ", ".join(f"{t:.1f} ({b})" for t, b in zip(res.takeovers_s, res.takeover_by, strict=True)) or "-",
         str(res.rounds),
         "-" if res.spark_exact is None else str(res.spark_exact),
@@ -60,7 +63,7 @@ def soak(
     out.mkdir(parents=True, exist_ok=True)
     (out / "soak.json").write_text(json.dumps(res.as_dict(), indent=2))
     console.print(f"figures: {out / 'soak.json'}")
-    if res.lost or res.spark_exact is False or res.producer_failures:
+    if res.lost or res.spark_exact is False or res.producer_failures or res.poison_unaccounted or res.poison_routed:
         raise typer.Exit(1)
 
 

@@ -1,6 +1,6 @@
 """What the report measures, from the topics' contents and the Spark observability log.
 
-- routing quality per metric window (ALGORITHMS.md "Metrics", via :mod:`router.lab.bench.measure`) from the
+- routing quality per metric window (docs/partitioners.md "Metrics", via :mod:`router.lab.bench.measure`) from the
   combiner topic: each routed record's key, event time and partition (= combiner);
 - delivery: every input record routed exactly once (distinct source positions = records produced);
 - Spark: shuffled partials, straggler ratio (max / median combiner task time) per micro-batch;

@@ -72,7 +72,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"Per partitioner: {d['routers']} router workers, n = {d['combiners']} combiners, "
         f"m = {d['reducers']} reducers (Spark shuffle partitions), Spark {d['spark_master']} with "
         f"{d['window_s']} s tumbling windows and a {d['trigger_s']:g} s trigger. Routing metrics per "
-        f"{d['metric_window_ms']:,} ms event-time window (shared ALGORITHMS.md definitions), from the combiner "
+        f"{d['metric_window_ms']:,} ms event-time window (docs/partitioners.md definitions), from the combiner "
         f"topic's contents. Broker: {d['broker']}. {d['finished']}, {d['seconds']:.0f} s in all.",
         "",
         f"Command: `{d['command']}`",
