@@ -44,6 +44,7 @@ class PlanePort:
 
     def __init__(self, plane: Any, timeout_s: float = 5.0) -> None:
         self.plane = plane
+        self.partitioner = plane.partitioner  # read-only from other threads (the buffered-rewards gauge)
         self.timeout_s = timeout_s
         comparable = getattr(plane.route.window, "kind", "time") == "time"  # event ms vs DSYNC ms (live streams)
         self.direct = DirectPort(
