@@ -130,6 +130,19 @@ def test_clock_skew_changes_neither_the_global_rate_nor_the_buffers() -> None:
         assert max(tr.members) == 3
 
 
+@pytest.mark.extended
+def test_clock_skew_with_the_workers_adaptive_dsync() -> None:
+    """The workers' policy (DSYNC may halve to DSYNC / 4): 0, 300 ms, 2 x DSYNC apart, 3 minutes, 50 ms ticks."""
+    policy = DsyncPolicy.around(DSYNC)
+    rates = {}
+    for skew in (0.0, 300.0, 2 * DSYNC):
+        c = SkewedCluster([0.0, skew, -skew], policy=policy)
+        tr = c.run(3, step=50.0)
+        rates[skew] = sum(tr.globals_per_min)
+        assert _flat(tr.reward_buffer, 150) and max(tr.pending) <= 3 * 8, (skew, tr)
+    assert all(abs(r - rates[0.0]) <= 0.2 * rates[0.0] for r in rates.values()), rates
+
+
 def test_skew_short_run() -> None:
     """The default-run version: 2 simulated minutes, 0 and 2 x DSYNC + 300 ms apart."""
     calm = SkewedCluster([0.0, 0.0, 0.0]).run(2)
