@@ -144,11 +144,12 @@ def test_clock_skew_with_the_workers_adaptive_dsync() -> None:
 
 
 def test_skew_short_run() -> None:
-    """The default-run version: 2 simulated minutes, 0 and 2 x DSYNC + 300 ms apart."""
-    calm = SkewedCluster([0.0, 0.0, 0.0]).run(2)
-    skewed = SkewedCluster([0.0, 2 * DSYNC + 300, -300.0]).run(2)
+    """The default-run version: 1 simulated minute, 0 and 2 x DSYNC + 300 ms apart."""
+    calm = SkewedCluster([0.0, 0.0, 0.0]).run(1)
+    skewed = SkewedCluster([0.0, 2 * DSYNC + 300, -300.0]).run(1)
     assert abs(sum(skewed.globals_per_min) - sum(calm.globals_per_min)) <= 0.2 * sum(calm.globals_per_min)
-    assert sum(calm.globals_per_min) >= 60  # about one round per DSYNC (120 s / 1 s, DSYNC may double)
+    assert sum(calm.globals_per_min) >= 50  # about one round per DSYNC (60 s / 1 s)
+    assert max(skewed.reward_buffer) < 1_000 and max(skewed.pending) <= 3 * 8
 
 
 def test_dead_member_leaves_the_round_set_and_awaits_end() -> None:
@@ -156,8 +157,8 @@ def test_dead_member_leaves_the_round_set_and_awaits_end() -> None:
     c = SkewedCluster([0.0, 300.0, 700.0])
     c.run(1)
     c.dead.add(2)
-    tr = c.run(2)
-    assert min(tr.globals_per_min) >= 30 and _flat(tr.reward_buffer, 50)
+    tr = c.run(1)
+    assert min(tr.globals_per_min) >= 30 and max(tr.reward_buffer) < 1_000
     node = c.nodes[0]
     assert node.last_global is not None and node.last_global.members == ["w0", "w1"]
     assert "w2" not in node.membership.last_seen and node.reducer.pending_syncs() <= 4
