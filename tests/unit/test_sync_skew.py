@@ -197,3 +197,24 @@ def test_node_statistics_are_bounded() -> None:
         node.stats.rounds.extend((0.0, i, "x") for i in range(HISTORY + 10))
         node.stats.hot_seen.update_keys(str(i) for i in range(HISTORY + 10))
     assert all(len(n.stats.rounds) == HISTORY and len(n.stats.hot_seen) == HISTORY for n in c.nodes)
+
+
+def test_worker_exports_sync_health() -> None:
+    """The sync service registers its collector in the worker's registry: health per route at /metrics."""
+    from types import SimpleNamespace
+
+    from router.observability import RouterMetrics
+    from router.sync.service import DaltonSyncService
+
+    metrics = RouterMetrics("w0")
+    service = DaltonSyncService(SimpleNamespace(metrics=metrics))
+    assert "skewroute_sync_transport_up 0.0" in metrics.exposition().decode()  # before the sync starts
+    c = SkewedCluster([0.0, 300.0])
+    for k in range(40):  # 8 s: a few rounds
+        c.step(200.0 * (k + 1))
+    service.transport = SimpleNamespace(healthy=True, errors=0, restarts=0, nodes={"r": c.nodes[0]})  # type: ignore[assignment]
+    text = metrics.exposition().decode()
+    for line in ('skewroute_sync_round_size{route="r"} 2.0', 'skewroute_sync_members{route="r"} 2.0',
+                 "skewroute_sync_transport_up 1.0", 'skewroute_sync_pending{route="r"}',
+                 'skewroute_sync_last_global_age_seconds{route="r"}'):  # fmt: skip
+        assert line in text, line
