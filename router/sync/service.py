@@ -111,7 +111,7 @@ def start_sync(
                 dsync=router.dsync_ms,
                 policy=DsyncPolicy.around(router.dsync_ms),
                 liveness_floor=LIVENESS_FLOOR_MS,
-                stale_before=start,
+                stale_before=start - 2 * router.dsync_ms,  # history is judged by the senders' clocks: skew margin
                 measure_compute=True,
                 fingerprint=fingerprint(plane.partitioner),
                 max_bytes=router.control_max_bytes,
