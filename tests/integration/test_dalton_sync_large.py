@@ -75,6 +75,7 @@ def _nodes(parts: list[DaltonPartitioner], n: int) -> list[SyncNode]:
     ]
 
 
+@pytest.mark.slow
 def test_n256_syncs_over_the_broker(kafka: KafkaSettings, topic: str) -> None:
     n = 256
     base = _warm(n, 4)
