@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from router.extract import Extractor
-from router.observability import WindowTracker
+from router.observability import RouterMetrics, WindowTracker
 from router.partitioners import keys as keys_mod
 from router.partitioners.keys import KeyCodec
 from router.plane_parts import SourceRecord, check_sizes, dead_letter, dead_letter_bytes, refused_source
@@ -150,3 +150,20 @@ def test_key_cache_is_bounded_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
         codec.encode([f"{i}-{j}-" + "k" * 4000 for j in range(100)])  # 400 KB of new keys per batch
         assert codec._cache_bytes <= (1 << 20) + 100 * (4100 + keys_mod.ENTRY_BYTES)
         assert len(codec._cache) <= 400
+
+
+def test_readiness_needs_a_join_a_recent_consume_and_no_stale_batch() -> None:
+    from router.plane_health import PlaneHealth
+
+    h = PlaneHealth(RouterMetrics("w").route("r", "hash", 2), "raw", stale_s=5.0)
+    assert h.ready(False) == (False, "the data-plane thread is not running")
+    assert h.ready(True)[1] == "not yet in its consumer group"
+    h.joined = True
+    assert "no consume()" in h.ready(True)[1]
+    h.looped()
+    assert h.ready(True) == (True, "ok")
+    h.waiting_since = time.monotonic() - 6
+    assert "waited for its commit" in h.ready(True)[1]
+    assert h.commit_age() == -1.0
+    h.committed()
+    assert 0 <= h.commit_age() < 1 and h.snapshot()["last_commit_age_s"] < 1
