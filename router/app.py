@@ -46,7 +46,6 @@ class RouterRuntime:
     instance_id: str
     metrics: RouterMetrics
     planes: dict[str, RouteDataPlane] = field(default_factory=dict)
-    stop_after: int | None = None  # benchmarks: stop each route after this many records
 
     def status(self) -> dict[str, Any]:
         """JSON-able state of every route (``/routes``)."""
@@ -89,9 +88,7 @@ class DataPlaneService(Service):
         loop = asyncio.get_running_loop()
         for route in s.routes:
             await loop.run_in_executor(None, ensure_route_topics, s.kafka, route)
-            plane = RouteDataPlane(
-                s.kafka, s.router, route, rt.metrics, instance_id=rt.instance_id, stop_after=rt.stop_after
-            )
+            plane = RouteDataPlane(s.kafka, s.router, route, rt.metrics, instance_id=rt.instance_id)
             rt.planes[route.route_name] = plane.start()
         self.add_future(self._supervise())
 
@@ -137,16 +134,14 @@ def _faust_broker(kafka: KafkaSettings) -> dict[str, Any]:
     return opts
 
 
-def create_app(
-    settings: SkewrouteSettings | None = None, *, web_port: int | None = None, stop_after: int | None = None
-) -> faust.App:
+def create_app(settings: SkewrouteSettings | None = None, *, web_port: int | None = None) -> faust.App:
     """A Faust app running the router for ``settings`` (default: :meth:`SkewrouteSettings.load`)."""
     s = settings if settings is not None else SkewrouteSettings.load()
     r = s.router
     setup_logging(r.log_format, r.log_level)
     (r.state_dir / "faust").mkdir(parents=True, exist_ok=True)
     instance = r.instance_id or f"{socket.gethostname()}-{os.getpid()}"
-    runtime = RouterRuntime(s, instance, RouterMetrics(instance), stop_after=stop_after)
+    runtime = RouterRuntime(s, instance, RouterMetrics(instance))
     app = faust.App(
         r.app_id,
         **_faust_broker(s.kafka),

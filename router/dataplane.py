@@ -1,6 +1,6 @@
 """The data plane of one route: a thread running the batch loop on confluent-kafka clients.
 
-Per batch (STYLE.md §5): take up to ``batch_max_records`` raw records, extract keys/times
+Per batch: take up to ``batch_max_records`` raw records, extract keys/times
 (:mod:`router.extract`), ``assign`` them with the route's partitioner, produce each routed record to
 partition ``c`` of the combiner topic and each bad record to the DLQ, wait until Kafka acknowledged all of
 them, then commit the raw offsets. Nothing is committed before its outputs are acknowledged, so a crash
@@ -46,24 +46,23 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from connectors.kafka import make_consumer, make_producer
 from router.extract import Extracted, Extractor, RawMessage
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
+from router.partitioners import Partitioner
 from router.plane_health import PlaneHealth
 from router.plane_output import PlaneOutput
 from router.plane_parts import (
     CONSUMER_TUNING,
-    PASSTHROUGH,
     PRODUCER_TUNING,
     DataPlaneStats,
     DeliveryError,
     check_sizes,
     make_partitioner,
     next_offsets,
-    passthrough,
     records_readable,
 )
 from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
-__all__ = ["PASSTHROUGH", "DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
+__all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
 
 log = logging.getLogger("router.dataplane")
 
@@ -83,8 +82,8 @@ class _Batch:
 class RouteDataPlane(PlaneOutput):
     """The batch loop of one route on a dedicated thread (start/stop from any thread).
 
-    ``partitioner`` is public for the sync service; ``sync`` is where such a service attaches itself.
-    ``stop_after`` (benchmarks) stops the loop once that many records were handled.
+    ``partitioner`` is public for the sync service; ``sync`` is where such a service attaches itself. Pass a
+    :class:`Partitioner` instance as ``partitioner`` to route with it instead of the route's configured one.
     """
 
     def __init__(
@@ -95,18 +94,16 @@ class RouteDataPlane(PlaneOutput):
         metrics: RouterMetrics,
         *,
         instance_id: str,
-        partitioner: str | None = None,
-        stop_after: int | None = None,
+        partitioner: Partitioner | None = None,
     ) -> None:
         self.kafka, self.router, self.route = kafka, router, route
         self.instance_id = instance_id
         self._msg_limit = check_sizes(kafka, router, route)  # refuses settings that cannot work
-        self.partitioner = make_partitioner(route, partitioner)
-        self.partitioner_name = partitioner or route.partitioner.name
+        self.partitioner = partitioner if partitioner is not None else make_partitioner(route)
+        self.partitioner_name = self.partitioner.name
         self.sync: Any = None  # attach point for a partitioner sync service (Dalton)
         self.metrics: RouteMetrics = metrics.route(route.route_name, self.partitioner_name, route.combiners)
         self.stats = DataPlaneStats()
-        self.stop_after = stop_after
         self.group_id = f"{router.app_id}.{route.route_name}"
         self.extractor = Extractor(route, router.max_key_bytes)
         self.exactly_once = router.delivery == "exactly_once"
@@ -378,8 +375,6 @@ class RouteDataPlane(PlaneOutput):
         rm.tuples_out.inc(batch.routed)
         rm.batches.inc()
         rm.batch_seconds.observe(time.perf_counter() - batch.started)
-        if self.stop_after is not None and st.consumed >= self.stop_after:
-            self._stop.set()
 
     def _assign(self, ext: Extracted, limit_ms: int) -> np.ndarray:
         if not ext.keys:
@@ -398,10 +393,7 @@ class RouteDataPlane(PlaneOutput):
             self._clock = int(clock[-1])
             self.metrics.event_clock.set(self._clock)
         t0 = time.perf_counter()
-        if self.partitioner is None:
-            combiners = passthrough(ext, self.route.combiners)
-        else:
-            combiners = self.partitioner.assign(ext.keys, None if self._count_window else clock)
+        combiners = self.partitioner.assign(ext.keys, None if self._count_window else clock)
         dt = time.perf_counter() - t0
         self.stats.partitioner_s += dt
         self.metrics.partitioner_seconds.inc(dt)

@@ -5,7 +5,7 @@ live in one test process); :meth:`RouterMetrics.route` hands each data plane its
 hot path only calls ``inc``/``set``/``observe``. The Faust app serves :meth:`RouterMetrics.exposition` at
 ``/metrics``.
 
-Window metrics follow ALGORITHMS.md: per completed statistics window (the route's ``window.slide``, in tuples or
+Window metrics follow docs/partitioners.md: per completed statistics window (the route's ``window.slide``, in tuples or
 event-time ms) the per-combiner load ``L_i``, ``max/mean`` and the replication ``Γ / K``.
 """
 

@@ -7,8 +7,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -22,7 +20,6 @@ from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 __all__ = [
     "ATTEMPTS",
     "CONSUMER_TUNING",
-    "PASSTHROUGH",
     "PRODUCER_TUNING",
     "DataPlaneStats",
     "PER_RECORD_ERRORS",
@@ -35,12 +32,9 @@ __all__ = [
     "refused_source",
     "make_partitioner",
     "next_offsets",
-    "passthrough",
     "records_readable",
 ]
 
-#: Pseudo partitioner name for benchmarks: no partitioner work, the same output I/O (see :func:`passthrough`).
-PASSTHROUGH = "passthrough"
 #: Consumer settings of the data plane (large fetches: the loop wants whole batches at once).
 CONSUMER_TUNING: dict[str, Any] = {
     "fetch.max.bytes": 64 * 1024 * 1024,
@@ -186,22 +180,9 @@ class DataPlaneStats:
     deliver_s: float = 0.0  # flush + commit
 
 
-def passthrough(ext: Extracted, n: int) -> npt.NDArray[np.int32]:
-    """Combiners of the :data:`PASSTHROUGH` route: ``(source partition + offset) mod n``.
-
-    Every combiner partition gets an equal share of the records, as under a balancing partitioner, so the
-    pass-through run does the same output I/O (``n`` partitions, not only as many as the raw topic has)
-    with no key work at all.
-    """
-    parts = np.asarray(ext.partitions, dtype=np.int64)
-    return ((parts + np.asarray(ext.offsets, dtype=np.int64)) % n).astype(np.int32)
-
-
-def make_partitioner(route: RouteSettings, name: str | None = None) -> Partitioner | None:
-    """The route's partitioner (``None`` for :data:`PASSTHROUGH`)."""
+def make_partitioner(route: RouteSettings, name: str | None = None) -> Partitioner:
+    """The route's partitioner; ``name`` builds another registered one with its defaults instead."""
     name = name or route.partitioner.name
-    if name == PASSTHROUGH:
-        return None
     params = route.partitioner.params()
     if route.partitioner.name == "custom":
         name = getattr(route.partitioner, "plugin", name)

@@ -7,6 +7,7 @@ Precedence, highest first: keyword overrides, environment, config file, defaults
 from __future__ import annotations
 
 import os
+import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -34,6 +35,7 @@ __all__ = [
     "TimeSpec",
     "WindowSettings",
     "format_validation_error",
+    "join_uri",
 ]
 
 _config_file: ContextVar[Path | None] = ContextVar("skewroute_config_file", default=None)
@@ -187,7 +189,9 @@ class RouteSettings(_Model):
         description="larger raw records are dead-lettered; must leave room for the routed record's header under the "
         "producer's message.max.bytes (checked at start)",
     )
-    replication_factor: int = Field(1, ge=1, le=16, description="replication of the topics skewroute creates")
+    replication_factor: int | None = Field(
+        None, ge=1, le=16, description="replication of the topics skewroute creates (default: the broker's default)"
+    )
     seed: int = Field(0, description="seed of the partitioner's random choices")
 
     @property
@@ -281,8 +285,18 @@ class SparkSettings(_Model):
     output_mode: Literal["update", "append"] = Field("update", description="Structured Streaming output mode")
     sink: Literal["kafka", "parquet", "console"] = Field("kafka", description="where final aggregates go")
     results_topic: str | None = Field(None, description="results topic (default: <raw_topic>.results)")
-    output_path: Path = Field(Path(".skewroute/results"), description="Parquet output folder")
-    checkpoint_dir: Path = Field(Path(".skewroute/checkpoints"), description="checkpoint root (one folder per route)")
+    output_path: str = Field(
+        ".skewroute/results",
+        min_length=1,
+        description="Parquet output root, one folder per route: a path or a URI (file://, s3a://, hdfs://), "
+        "passed to Spark untouched",
+    )
+    checkpoint_dir: str = Field(
+        ".skewroute/checkpoints",
+        min_length=1,
+        description="checkpoint root, one folder per route: a path or a URI (file://, s3a://, hdfs://), passed to "
+        "Spark untouched; on a cluster, storage every executor and a restarted driver can reach",
+    )
     progress_log: Path = Field(Path(".skewroute/progress.jsonl"), description="per-batch observability log")
     shuffle_partitions: int = Field(8, ge=1, le=4096, description="reducers m = spark.sql.shuffle.partitions")
     dedupe: bool = Field(
@@ -305,6 +319,39 @@ class SparkSettings(_Model):
     metrics_port: int | None = Field(
         None, ge=0, le=65535, description="serve the per-batch combiner metrics for Prometheus on this port"
     )
+    fail_on_data_loss: bool = Field(
+        True,
+        description="failOnDataLoss: fail when checkpointed offsets are gone (topic recreated, truncated, aged out); "
+        "false skips them with a warning",
+    )
+    min_partitions: int | None = Field(
+        None, ge=1, le=65536, description="minPartitions: cut large combiner partitions into offset ranges"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.sink == "parquet" and self.output_mode != "append":
+            raise ValueError(
+                f"sink=parquet needs output_mode=append (got output_mode={self.output_mode!r}): the file sink "
+                "writes each window once, when the watermark closes it"
+            )
+        if not self.master.startswith("local") and _is_relative_local(self.checkpoint_dir):
+            raise ValueError(
+                f"checkpoint_dir={self.checkpoint_dir!r} is a relative local path but master={self.master!r} is "
+                "not local: executors and a restarted driver resolve it on their own machines and working "
+                "folders; give an absolute path on shared storage or a URI (hdfs://, s3a://, file:///shared/...)"
+            )
+        return self
+
+
+def join_uri(root: str, name: str) -> str:
+    """``root/name`` for a path or a URI, without touching the scheme (``s3a://b/ck`` + ``r`` = ``s3a://b/ck/r``)."""
+    return f"{root.rstrip('/')}/{name}" if root.rstrip("/") else f"/{name}"
+
+
+def _is_relative_local(location: str) -> bool:
+    """A plain path (no ``scheme://``/``scheme:/``) that is not absolute."""
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", location) is None and not location.startswith("/")
 
 
 class SkewrouteSettings(BaseSettings):

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from router.commands import RUN
 from schemas.exceptions import ConfigError
 
 console = Console(stderr=True)
@@ -197,18 +198,7 @@ def status(urls: list[str] = UrlOpt, interval: float = IntervalOpt, once: bool =
             pass
 
 
-def router_bench(ctx: typer.Context) -> None:
-    """Router throughput benchmark (options as ``python -m router.bench_router --help``)."""
-    from router.bench_router import main
-
-    main(list(ctx.args))
-
-
 def register(app: typer.Typer) -> None:
-    """Add ``router``, ``status`` and ``router-bench`` to the CLI."""
-    app.command("router")(router)
-    app.command("status")(status)
-    app.command(
-        "router-bench",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    )(router_bench)
+    """Add ``router`` and ``status`` to the CLI."""
+    app.command("router", rich_help_panel=RUN)(router)
+    app.command("status", rich_help_panel=RUN)(status)

@@ -24,8 +24,8 @@ from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import free_port
 from connectors.kafka import make_admin, make_producer
 from connectors.topic_reader import read_topic
-from router.demo.processes import Processes, router_command
-from router.soak_parts import Verifier, worker_config
+from router.lab.demo.processes import Processes, router_command
+from router.lab.soak_parts import Verifier, worker_config
 from schemas.records import DeadLetter
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import RAW_PARTITIONS, wait_for

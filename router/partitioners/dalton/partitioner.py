@@ -1,4 +1,4 @@
-"""The Dalton partitioner: bandit routing of hot keys, affinity (or hash) for the tail (papers/000).
+"""The Dalton partitioner ([Dalton] in docs/partitioners.md): bandit routing of hot keys, affinity for the tail.
 
 How a batch is processed. The batch is a look-ahead buffer (a legitimate micro-batch technique, Sec.
 3.4): its key counts are known before any tuple is routed.
@@ -62,7 +62,7 @@ _INITIAL_SLOTS = 1 << 14
 
 
 class DaltonPartitioner(Partitioner):
-    """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions of ALGORITHMS.md.
+    """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions of docs/partitioners.md.
 
     Parameters (besides ``n``, ``window``, ``slide``, ``seed``, ``hash_seed``):
     ``epsilon``, ``gamma``, ``p1``, ``p2``, ``initial_q``: the bandit (paper defaults);
