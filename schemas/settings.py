@@ -229,6 +229,12 @@ class RouterSettings(_Model):
     )
     control_topic: str = Field("skewroute.control", description="Dalton sync control topic")
     dsync_ms: int = Field(1_000, ge=10, description="initial Dalton sync interval (ms)")
+    control_max_bytes: int = Field(
+        900_000,
+        ge=16_384,
+        description="largest Dalton sync message (bytes, after compression; keep it below the control topic's "
+        "max.message.bytes): bigger ones are cut, rows of least weight first; bigger ones read are ignored",
+    )
     state_dir: Path = Field(Path(".skewroute"), description="where workers keep local state")
     max_key_bytes: int = Field(4096, ge=1, description="longer record keys (UTF-8 bytes) are dead-lettered")
     log_format: Literal["json", "text"] = Field("json", description="router logs: JSON lines or plain text")

@@ -238,9 +238,11 @@ def test_dead_member_is_dropped_after_timeout() -> None:
     run(bus, 0, 500)
     before = len(ports[0].applied)
     bus.kill(2)
-    run(bus, 500, 650)
-    assert len(ports[0].applied) == before  # waiting for w2 (not yet timed out)
-    run(bus, 650, 1500)
+    run(bus, 500, 640)
+    assert len(ports[0].applied) == before  # waiting for w2 (the round's deadline, 1.5 x DSYNC, not reached)
+    run(bus, 640, 700)
+    assert len(ports[0].applied) == before + 1  # closed at the deadline without w2 (not the liveness timeout)
+    run(bus, 700, 1500)
     assert len(ports[0].applied) > before + 5
     assert bus.nodes[0].last_global is not None and bus.nodes[0].last_global.members == ["w0", "w1"]
     assert [i for i, _ in bus.nodes[0].membership.dropped] == ["w2"]

@@ -320,6 +320,8 @@ class DaltonPartitioner(Partitioner):
             self.qtable, self.cfg, keys_u, hot_counts, loads, masks, quantum, adaptive,
             self._draw, self.buffer if self.awaiting else None,
         )  # fmt: skip
+        if self.awaiting and len(self.buffer) > sync.MAX_BUFFER:
+            sync.leave_await(self)  # no GLOBAL for too long: bounded memory, local learning goes on
         chunks.sort(key=lambda c: c[0])  # per key, in the order decided (the sort is stable)
         out[tpos] = np.repeat([c[1] for c in chunks], [c[2] for c in chunks])
         pairs: dict[tuple[int, int], int] = {}
@@ -376,6 +378,10 @@ class DaltonPartitioner(Partitioner):
     def sync_payload(self) -> dict[str, Any]:
         """SYNC message body for the Q-table reducer; enters the AWAIT state (see :mod:`.sync`)."""
         return sync.make_payload(self)
+
+    def leave_await(self) -> None:
+        """No GLOBAL came in time: drop the buffered rewards and leave AWAIT (see :mod:`.sync`)."""
+        sync.leave_await(self)
 
     def apply_global(self, message: Mapping[str, Any]) -> None:
         """Apply a GLOBAL message from the Q-table reducer and replay buffered rewards (see :mod:`.sync`)."""

@@ -32,6 +32,11 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
     greedy choice is frozen until the answer and piles onto one combiner); the global table replaces it
     on arrival, so the end result is the paper's.
 
+``router.leave_await()``
+    No GLOBAL came (the sync node gives up after a few DSYNCs, or the buffer reached
+    :data:`MAX_BUFFER` rewards): drop the buffer and return to PREPARE. Nothing is lost for routing: the
+    local table learned those rewards already; only their replay onto a global table is skipped.
+
 ``router.merge(peer_states)``
     In-process cooperative learning from :class:`PartitionerState` snapshots: the Q-table becomes the
     frequency-weighted average (:func:`~.bandit.weighted_average`) of this router's and the peers' rows;
@@ -56,9 +61,11 @@ from router.partitioners.dalton.bandit import QRow, QTable, weighted_average
 if TYPE_CHECKING:
     from router.partitioners.dalton.partitioner import DaltonPartitioner
 
-__all__ = ["PAYLOAD_VERSION", "apply_global", "make_payload", "merge_states"]
+__all__ = ["MAX_BUFFER", "PAYLOAD_VERSION", "apply_global", "leave_await", "make_payload", "merge_states"]
 
 PAYLOAD_VERSION = 1
+#: Most rewards buffered in AWAIT (one per bandit decision, not per tuple): then AWAIT is left.
+MAX_BUFFER = 100_000
 
 
 def make_payload(p: DaltonPartitioner) -> dict[str, Any]:
@@ -117,6 +124,12 @@ def apply_global(p: DaltonPartitioner, message: Mapping[str, Any]) -> None:
     p.awaiting = False
     p.cooperative = True
     p.last_global_block = p.win.block
+
+
+def leave_await(p: DaltonPartitioner) -> None:
+    """Leave AWAIT without a GLOBAL: drop the buffered rewards, route with the local table."""
+    p.buffer = []
+    p.awaiting = False
 
 
 def merge_states(p: DaltonPartitioner, peers: Sequence[PartitionerState]) -> None:
