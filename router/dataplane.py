@@ -37,7 +37,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,6 +51,7 @@ from router.plane_output import PlaneOutput
 from router.plane_parts import (
     CONSUMER_TUNING,
     PRODUCER_TUNING,
+    Batch,
     DataPlaneStats,
     DeliveryError,
     check_sizes,
@@ -65,18 +65,6 @@ from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 __all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
 
 log = logging.getLogger("router.dataplane")
-
-
-@dataclass(slots=True)
-class _Batch:
-    """A batch between produce and commit."""
-
-    offsets: list[TopicPartition]
-    consumed: int
-    routed: int
-    dead: int
-    started: float  # perf_counter() when it was consumed
-    consumed_at: float  # monotonic() when it was consumed
 
 
 class RouteDataPlane(PlaneOutput):
@@ -120,7 +108,7 @@ class RouteDataPlane(PlaneOutput):
         self._stop = threading.Event()
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
         self._failed: list[Message] = []
-        self._pending: _Batch | None = None  # produced, not yet acknowledged/committed
+        self._pending: Batch | None = None  # produced, not yet acknowledged/committed
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.assignment: set[int] = set()
@@ -321,7 +309,7 @@ class RouteDataPlane(PlaneOutput):
         self.health.observe(ext)
         t1 = time.perf_counter()
         combiners = self._assign(ext, limit_ms)
-        batch = _Batch(next_offsets(self.route.raw_topic, ext), len(msgs), len(ext), len(ext.bad), t0, time.monotonic())
+        batch = Batch(next_offsets(self.route.raw_topic, ext), len(msgs), len(ext), len(ext.bad), t0, time.monotonic())
         t2 = time.perf_counter()
         self._complete()  # the previous batch was in flight until now: wait for its acks, commit its offsets
         t3 = time.perf_counter()
@@ -362,7 +350,7 @@ class RouteDataPlane(PlaneOutput):
         self.stats.deliver_s += time.perf_counter() - t
         self._done(batch)
 
-    def _done(self, batch: _Batch) -> None:
+    def _done(self, batch: Batch) -> None:
         """Account for a batch whose outputs are acknowledged and whose offsets are committed."""
         st, rm = self.stats, self.metrics
         st.consumed += batch.consumed

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from confluent_kafka import KafkaException, Message, Producer, TopicPartition
@@ -32,6 +32,7 @@ from router.plane_health import PlaneHealth
 from router.plane_parts import (
     ATTEMPTS,
     PER_RECORD_ERRORS,
+    Batch,
     DataPlaneStats,
     DeliveryError,
     SourceRecord,
@@ -42,9 +43,6 @@ from router.plane_parts import (
 from schemas.exceptions import RecordError
 from schemas.records import encode_routed
 from schemas.settings import RouterSettings, RouteSettings
-
-if TYPE_CHECKING:
-    from router.dataplane import _Batch
 
 __all__ = ["PlaneOutput"]
 
@@ -191,7 +189,7 @@ class PlaneOutput:
         if ok:
             self.health.committed()
 
-    def _transact(self, ext: Extracted, combiners: np.ndarray, batch: _Batch) -> None:
+    def _transact(self, ext: Extracted, combiners: np.ndarray, batch: Batch) -> None:
         """One Kafka transaction: the routed records, the dead letters and the raw offsets."""
         for _ in range(ATTEMPTS):
             self.producer.begin_transaction()

@@ -19,6 +19,7 @@ from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 __all__ = [
     "ATTEMPTS",
+    "Batch",
     "CONSUMER_TUNING",
     "PRODUCER_TUNING",
     "DataPlaneStats",
@@ -154,6 +155,18 @@ def refused_source(raw_topic: str, topic: str, key: bytes | None, value: bytes |
     name = err.name() if hasattr(err, "name") else str(err)
     what = "routed record" if "tp" in pos else "dead letter"
     return BadRecord(src, RecordError("value", f"Kafka refused the {what} of {len(value or b'')} B to {topic}: {name}"))
+
+
+@dataclass(slots=True)
+class Batch:
+    """A batch between produce and commit."""
+
+    offsets: list[TopicPartition]
+    consumed: int
+    routed: int
+    dead: int
+    started: float  # perf_counter() when it was consumed
+    consumed_at: float  # monotonic() when it was consumed
 
 
 class DeliveryError(RuntimeError):
