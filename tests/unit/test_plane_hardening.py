@@ -167,3 +167,20 @@ def test_readiness_needs_a_join_a_recent_consume_and_no_stale_batch() -> None:
     assert h.commit_age() == -1.0
     h.committed()
     assert 0 <= h.commit_age() < 1 and h.snapshot()["last_commit_age_s"] < 1
+
+
+@pytest.mark.parametrize("policy", ["dead_letter", "clamp"])
+def test_a_far_future_record_never_moves_the_window_clock_past_the_tolerance(policy: str) -> None:
+    from router.dataplane import RouteDataPlane
+
+    route = RouteSettings.model_validate({"raw_topic": "raw", "time": {"too_far_ahead": policy}})
+    plane = RouteDataPlane(KafkaSettings(), RouterSettings(), route, RouterMetrics("w"), instance_id="w")
+    now = int(time.time() * 1000)
+    msgs = [Msg(b'{"key":"a"}', ts=now - 5), Msg(b'{"key":"b"}', ts=now + 10 * 365 * 86_400_000, o=1)]
+    ext, combiners = plane.route_batch(msgs)
+    assert plane._clock <= time.time() * 1000 + 3_600_000
+    if policy == "clamp":
+        assert ext.offsets == [0, 1] and combiners.size == 2 and plane._clock >= now + 3_500_000
+        assert ext.times[1] == msgs[1].ts  # the routed record keeps its own time
+    else:
+        assert ext.offsets == [0] and plane._clock == now - 5 and ext.bad[0].error.field == "timestamp"
