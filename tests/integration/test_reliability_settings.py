@@ -82,3 +82,14 @@ def test_cli_environment_errors_name_the_field(tmp_path: Path) -> None:
     assert [x for x in out.stderr.splitlines() if x.startswith("  - ")] == [
         "  - router.delivery: Input should be 'at_least_once' or 'exactly_once' (got 'maybe')"
     ]
+
+
+def test_cli_refuses_records_that_cannot_fit_the_producer_limit(tmp_path: Path) -> None:
+    cfg = tmp_path / "big.yaml"
+    cfg.write_text("routes: [{raw_topic: a, max_record_bytes: 1000000}]\n")
+    out = _run(cfg)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "routes.a.max_record_bytes: 1000000" in out.stderr and "message.max.bytes" in out.stderr, out.stderr
+    cfg.write_text("routes: [{raw_topic: a}]\nrouter: {delivery: exactly_once}\n")
+    out = _run(cfg)
+    assert out.returncode == 2 and "stable router.instance_id" in out.stderr, out.stderr
