@@ -247,7 +247,7 @@ class RouterSettings(_Model):
         False,
         description="with an explicit instance_id, join the route's consumer groups as a static member "
         "(group.instance.id = <instance_id>): a restart within the session timeout does not rebalance. For Apache "
-        "Kafka; off by default because Tansu never expires a killed static member (its partitions stay unowned)",
+        "Kafka; off by default because on Tansu a killed static member's partitions were not reassigned within 30 s",
     )
     ready_stale_s: float = Field(
         30.0,

@@ -54,11 +54,13 @@ def router(
         console.print("[red]no routes configured[/] (settings: routes: [{raw_topic: ...}])")
         raise typer.Exit(2)
     from router.dataplane import make_partitioner
+    from router.plane_parts import check_sizes
     from schemas.exceptions import SkewrouteError
 
     for route in settings.routes:  # fail before starting anything if a partitioner cannot be built
         try:
             make_partitioner(route)
+            check_sizes(settings.kafka, settings.router, route)  # a routed record must fit the producer's limit
         except SkewrouteError as exc:
             console.print(f"[red]route {escape(route.route_name)}: {escape(str(exc))}[/]", soft_wrap=True)
             raise typer.Exit(2) from None

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from router.extract import Extractor
-from router.observability import WindowTracker
+from router.observability import RouterMetrics, WindowTracker
 from router.partitioners import keys as keys_mod
 from router.partitioners.keys import KeyCodec
 from router.plane_parts import SourceRecord, check_sizes, dead_letter, dead_letter_bytes, refused_source
@@ -150,3 +150,37 @@ def test_key_cache_is_bounded_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
         codec.encode([f"{i}-{j}-" + "k" * 4000 for j in range(100)])  # 400 KB of new keys per batch
         assert codec._cache_bytes <= (1 << 20) + 100 * (4100 + keys_mod.ENTRY_BYTES)
         assert len(codec._cache) <= 400
+
+
+def test_readiness_needs_a_join_a_recent_consume_and_no_stale_batch() -> None:
+    from router.plane_health import PlaneHealth
+
+    h = PlaneHealth(RouterMetrics("w").route("r", "hash", 2), "raw", stale_s=5.0)
+    assert h.ready(False) == (False, "the data-plane thread is not running")
+    assert h.ready(True)[1] == "not yet in its consumer group"
+    h.joined = True
+    assert "no consume()" in h.ready(True)[1]
+    h.looped()
+    assert h.ready(True) == (True, "ok")
+    h.waiting_since = time.monotonic() - 6
+    assert "waited for its commit" in h.ready(True)[1]
+    assert h.commit_age() == -1.0
+    h.committed()
+    assert 0 <= h.commit_age() < 1 and h.snapshot()["last_commit_age_s"] < 1
+
+
+@pytest.mark.parametrize("policy", ["dead_letter", "clamp"])
+def test_a_far_future_record_never_moves_the_window_clock_past_the_tolerance(policy: str) -> None:
+    from router.dataplane import RouteDataPlane
+
+    route = RouteSettings.model_validate({"raw_topic": "raw", "time": {"too_far_ahead": policy}})
+    plane = RouteDataPlane(KafkaSettings(), RouterSettings(), route, RouterMetrics("w"), instance_id="w")
+    now = int(time.time() * 1000)
+    msgs = [Msg(b'{"key":"a"}', ts=now - 5), Msg(b'{"key":"b"}', ts=now + 10 * 365 * 86_400_000, o=1)]
+    ext, combiners = plane.route_batch(msgs)
+    assert plane._clock <= time.time() * 1000 + 3_600_000
+    if policy == "clamp":
+        assert ext.offsets == [0, 1] and combiners.size == 2 and plane._clock >= now + 3_500_000
+        assert ext.times[1] == msgs[1].ts  # the routed record keeps its own time
+    else:
+        assert ext.offsets == [0] and plane._clock == now - 5 and ext.bad[0].error.field == "timestamp"
