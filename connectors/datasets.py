@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from connectors.workloads import DEFAULT_BATCH, Batch, Workload, _common
+from connectors.workload_types import DEFAULT_BATCH, Batch, Workload, common_params
 
 __all__ = ["FLIGHT_KEYS", "build", "flights_frame", "word_distribution"]
 
@@ -94,7 +94,7 @@ def word_distribution(lang: str, vocab: int) -> tuple[npt.NDArray[np.str_], npt.
 
 
 def _words(p: dict[str, Any]) -> Workload:
-    tuples, batch, seed = _common(p)
+    tuples, batch, seed = common_params(p)
     lang, vocab = str(p.pop("lang", "en")), int(p.pop("vocab", 50_000))
     switch = p.pop("switch", None)
     at = float(p.pop("at", 0.5))

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import typing
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +22,7 @@ __all__ = [
     "PartitionerSettings",
     "PromptSettings",
     "ShuffleSettings",
+    "settings_model",
 ]
 
 
@@ -48,7 +51,7 @@ class PKGSettings(_Base):
     """Partial Key Grouping: the least locally loaded of ``d`` hash candidates."""
 
     name: Literal["pkg"] = "pkg"
-    d: int = Field(2, ge=2, le=64, description="number of hash candidates per key (PK-d for d > 2)")
+    d: int = Field(2, ge=1, le=64, description="number of hash candidates per key (PK-d for d > 2; 1 = hashing)")
     load: Literal["cumulative", "windowed"] = Field(
         "cumulative", description="local load estimate: since start (paper) or per tumbling window"
     )
@@ -59,7 +62,7 @@ class HolisticSettings(_Base):
     """CM, AM, cAM or LM (Holistic partitioning costs): cardinality/affinity-aware two choices."""
 
     name: Literal["cm", "am", "cam", "lm"]
-    d: int = Field(2, ge=2, le=64, description="number of hash candidates per key")
+    d: int = Field(2, ge=1, le=64, description="number of hash candidates per key (1 = hashing)")
     cardinality: Literal["exact", "hll"] = Field(
         "exact", description="distinct-key sets per combiner: exact sets or HyperLogLog (DataSketches, 2^12)"
     )
@@ -170,3 +173,23 @@ PartitionerSettings = Annotated[
     | CustomPartitionerSettings,
     Field(discriminator="name"),
 ]
+
+
+@cache
+def _models_by_name() -> dict[str, type[_Base]]:
+    union = typing.get_args(typing.get_args(PartitionerSettings)[0])
+    return {
+        name: m
+        for m in union
+        if m is not CustomPartitionerSettings
+        for name in typing.get_args(m.model_fields["name"].annotation)
+    }
+
+
+def settings_model(name: str) -> type[_Base] | None:
+    """The settings model of built-in partitioner ``name`` (``None`` for third-party ones).
+
+    The models are the one source of the built-in partitioners' bounds: ``router.partitioners.create``
+    validates its keyword arguments with them, so a value the settings refuse is refused in code too.
+    """
+    return _models_by_name().get(name)

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from connectors.broker import DEFAULT_STATE_DIR, EmbeddedBroker
+from router.commands import RUN
 from schemas.exceptions import BrokerError
 
 console = Console()
@@ -54,4 +55,4 @@ def status(port: int = PortOpt, host: str = HostOpt, state_dir: Path = DirOpt) -
 
 def register(app: typer.Typer) -> None:
     """Add ``broker`` to the CLI."""
-    app.add_typer(broker_app, name="broker")
+    app.add_typer(broker_app, name="broker", rich_help_panel=RUN)

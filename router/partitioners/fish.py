@@ -1,4 +1,4 @@
-"""FISH (Huang, time-evolving stream grouping): epoch-based hot-key counting with decay, CHK, worker assignment.
+"""FISH ([FISH] (docs/partitioners.md)): epoch-based hot-key counting with decay, CHK, heuristic worker assignment.
 
 Per tuple, the paper (Alg. 1-3) does:
 
@@ -15,7 +15,7 @@ Per tuple, the paper (Alg. 1-3) does:
    first candidate on the ring), then ``C_w += 1``. When more than ``interval`` time units passed since the
    last estimate, every backlog drains: ``C_w = max(0, C_w - elapsed / P_w)``.
 
-Decisions where the paper is open:
+Decisions where the paper is open (see docs/partitioners.md):
 
 - ``N_w`` of Eq. 1 is already in ``C_w`` (Alg. 3 line 18 adds every assignment to ``C_w``), so the drain
   uses ``C_w`` alone, and subtracts the elapsed time (``>= T``) rather than exactly ``T``.
@@ -90,6 +90,7 @@ class FISHPartitioner(Partitioner):
     name = "fish"
     splits_keys = True
     n_hashes = 1
+    state_version = 2  # 2: the counter is a SpaceSaving object
 
     def __init__(
         self,

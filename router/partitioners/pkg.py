@@ -1,4 +1,4 @@
-"""PKG: Partial Key Grouping (Nasir et al.), and PK-d (``d > 2`` choices).
+"""PKG: Partial Key Grouping ([PKG] (docs/partitioners.md)), and PK-d (``d > 2`` choices).
 
 Each key has ``d`` distinct candidate combiners (seeded murmur3, identical on every router); each tuple
 goes to the candidate with the lowest *locally estimated* load (tuples this router sent), ties to the

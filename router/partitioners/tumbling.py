@@ -9,7 +9,7 @@ therefore a map key id -> home, the per-combiner cardinalities ``card`` and tupl
 :class:`WindowHomes` keeps the map as two numpy arrays sorted by key id, so a batch's already-placed keys
 are resolved with one ``searchsorted`` and only the keys new to the window go through a Python loop (a
 uniform stream over 10k keys has ~8.6k distinct keys per 20k-tuple batch, most of them already placed).
-The decisions are the ones of the per-key loop over the grouped batch (Alg. 3 and 4 of the Holistic paper):
+The decisions are the ones of the per-key loop over the grouped batch (Alg. 3 and 4 of [Holistic]):
 
 - AM places a new key on the candidate with the lowest ``card``; only new keys change ``card``, so a loop
   over the new keys alone sees the same values.

@@ -26,8 +26,8 @@ from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import free_port
 from connectors.kafka import make_admin, make_producer
 from connectors.topic_reader import read_topic
-from router.demo.processes import Processes, router_command
-from router.soak_parts import ControlWatcher, Verifier, worker_config
+from router.lab.demo.processes import Processes, router_command
+from router.lab.soak_parts import ControlWatcher, Verifier, worker_config
 from schemas.control import SyncMessage, encode_control
 from schemas.records import DeadLetter
 from schemas.settings import KafkaSettings

@@ -14,18 +14,18 @@ import pytest
 from typer.testing import CliRunner
 
 from connectors.workloads import make_workload
-from router.bench import BenchSpec, run_bench
-from router.bench.advisor import advise, holistic_rule
-from router.bench.experiments import adaptation_lag, cumulative_imbalance, split_keys
-from router.bench.report import write_report
-from router.bench.suite import EXPERIMENTS, run_suite
 from router.cli import app
+from router.lab.bench import BenchSpec, run_bench
+from router.lab.bench.advisor import advise, holistic_rule
+from router.lab.bench.experiments import adaptation_lag, cumulative_imbalance, split_keys
+from router.lab.bench.report import write_report
+from router.lab.bench.suite import EXPERIMENTS, run_suite
 from router.partitioners import PartitionerState, registry
 from router.partitioners.simple import HashPartitioner
 
 
 def direct_metrics(keys: np.ndarray, combiners: np.ndarray, n: int, m: int, c: float, w: int) -> dict[str, list[float]]:
-    """The ALGORITHMS.md definitions, computed naively per window of ``w`` tuples."""
+    """The docs/partitioners.md definitions, computed naively per window of ``w`` tuples."""
     out: dict[str, list[float]] = defaultdict(list)
     for s in range(0, len(keys), w):
         ks, cs = keys[s : s + w].tolist(), combiners[s : s + w].tolist()

@@ -18,7 +18,7 @@ from router.partitioners.dalton.window import SlidingState, SlotTable
 N = 8
 
 
-# -- workloads and metrics, the way tools/check_quality.py builds and measures them ----------------------
+# -- workloads and metrics, the way the quality tool builds and measures them ----------------------
 def zipf_keys(size: int, s: float, k: int, seed: int, permute: bool = False) -> np.ndarray:
     rng = np.random.default_rng(seed)
     p = np.arange(1, k + 1, dtype=np.float64) ** -s

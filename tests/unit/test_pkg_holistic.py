@@ -59,7 +59,7 @@ def run(part: Partitioner, keys: np.ndarray, times: np.ndarray, seed: int = 0) -
 def reference(
     name: str, keys: np.ndarray, times: np.ndarray, n: int, d: int, window: int, slide: int, **kw: Any
 ) -> np.ndarray:
-    """Alg. 2-5 of papers/004 (and PKG), one tuple at a time, over each batch in key-grouped order."""
+    """Alg. 2-5 of [Holistic] (and PKG), one tuple at a time, over each batch in key-grouped order."""
     sliding = kw.get("windowing") == "sliding"
     windowed = name != "pkg" or kw.get("load") == "windowed"
     span = slide if sliding else window

@@ -1,4 +1,4 @@
-"""The Dalton partitioner: bandit routing of hot keys, affinity (or hash) for the tail (Zapridou et al., PVLDB 2022).
+"""The Dalton partitioner ([Dalton] in docs/partitioners.md): bandit routing of hot keys, affinity for the tail.
 
 How a batch is processed. The batch is a look-ahead buffer (a legitimate micro-batch technique, Sec.
 3.4): its key counts are known before any tuple is routed.
@@ -77,7 +77,7 @@ _INITIAL_SLOTS = 1 << 14
 
 
 class DaltonPartitioner(Partitioner):
-    """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions (module doc).
+    """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions of docs/partitioners.md.
 
     Parameters (besides ``n``, ``window``, ``slide``, ``seed``, ``hash_seed``):
     ``epsilon``, ``gamma``, ``p1``, ``p2``, ``initial_q``: the bandit (paper defaults);
@@ -96,6 +96,7 @@ class DaltonPartitioner(Partitioner):
     name = "dalton"
     splits_keys = True
     n_hashes = 2
+    state_version = 2  # 2: ``pack``
 
     def __init__(
         self,
@@ -355,6 +356,8 @@ class DaltonPartitioner(Partitioner):
             self.qtable, self.cfg, keys_u, hot_counts, loads, masks, quantum, adaptive,
             self._draw, self.buffer if self.awaiting else None, level,
         )  # fmt: skip
+        if self.awaiting and len(self.buffer) > sync.MAX_BUFFER:
+            sync.leave_await(self)  # no GLOBAL for too long: bounded memory, local learning goes on
         chunks.sort(key=lambda c: c[0])  # per key, in the order decided (the sort is stable)
         out[tpos] = np.repeat([c[1] for c in chunks], [c[2] for c in chunks])
         pairs: dict[tuple[int, int], int] = {}
@@ -411,6 +414,10 @@ class DaltonPartitioner(Partitioner):
     def sync_payload(self) -> dict[str, Any]:
         """SYNC message body for the Q-table reducer; enters the AWAIT state (see :mod:`.sync`)."""
         return sync.make_payload(self)
+
+    def leave_await(self) -> None:
+        """No GLOBAL came in time: drop the buffered rewards and leave AWAIT (see :mod:`.sync`)."""
+        sync.leave_await(self)
 
     def apply_global(self, message: Mapping[str, Any]) -> None:
         """Apply a GLOBAL message from the Q-table reducer and replay buffered rewards (see :mod:`.sync`)."""
