@@ -36,6 +36,7 @@ __all__ = [
     "parse_spec",
     "register_workload",
     "tagged_batches",
+    "zipf_keys",
     "zipf_probabilities",
 ]
 
@@ -72,6 +73,18 @@ def zipf_probabilities(keys: int, s: float) -> npt.NDArray[np.float64]:
         raise ValueError(f"keys must be >= 1, got {keys}")
     p = np.arange(1, keys + 1, dtype=np.float64) ** -float(s)
     return np.asarray(p / p.sum())
+
+
+def zipf_keys(size: int, s: float, keys: int, seed: int, permute: bool = False) -> npt.NDArray[np.int64]:
+    """``size`` key ids drawn at once from a Zipf law over ``keys`` ranks (seeded; for tests and sweeps).
+
+    ``permute`` maps ranks to key ids through a random permutation, so the hot keys are not the small ids.
+    """
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(keys, size=size, p=zipf_probabilities(keys, s))
+    if permute:
+        ids = rng.permutation(keys)[ids]
+    return np.asarray(ids, dtype=np.int64)
 
 
 class _Sampler:

@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "router.commands.worker",
     "router.commands.spark",
     "router.commands.broker",
+    "router.lab.commands.advise",
+    "router.lab.commands.init",
     "router.lab.commands.bench",
     "router.lab.commands.demo",
     "router.lab.commands.router_bench",

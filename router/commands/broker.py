@@ -14,7 +14,7 @@ from schemas.exceptions import BrokerError
 console = Console()
 broker_app = typer.Typer(help="Run the embedded Kafka-compatible broker (Tansu, memory storage).", no_args_is_help=True)
 
-PortOpt = typer.Option(9092, "--port", "-p", help="loopback port to listen on")
+PortOpt = typer.Option(9092, "--port", help="loopback port to listen on")
 HostOpt = typer.Option("127.0.0.1", "--host", help="address to listen on")
 DirOpt = typer.Option(DEFAULT_STATE_DIR, "--state-dir", help="where the pid file and log live")
 
@@ -35,7 +35,7 @@ def start(port: int = PortOpt, host: str = HostOpt, state_dir: Path = DirOpt) ->
 
 @broker_app.command()
 def stop(port: int = PortOpt, host: str = HostOpt, state_dir: Path = DirOpt) -> None:
-    """Stop the broker that ``skewroute broker start`` started on this port (and only that one)."""
+    """Stop the broker that `skewroute broker start` started on this port (and only that one)."""
     if EmbeddedBroker(port, host, state_dir).stop():
         console.print(f"stopped the broker on {host}:{port}")
     else:

@@ -4,7 +4,7 @@ Examples::
 
     skewroute spark-job --config skewroute.yaml --route clicks            # until Ctrl-C
     skewroute spark-job --config skewroute.yaml --available-now           # what is there, then stop
-    skewroute spark-bench --tuples 1000000 --batch 250000 -p hash,pkg,cam,dalton
+    skewroute spark-bench --records 1000000 --batch 250000 -p hash,pkg,cam,dalton
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ console = Console(width=160)
 
 
 def spark_job(
-    config: Path | None = typer.Option(None, "--config", "-c", help="YAML/TOML settings (default $SKEWROUTE_CONFIG)"),
-    route: str | None = typer.Option(None, "--route", "-r", help="route name (default: the first route)"),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="YAML/TOML settings file (default: $SKEWROUTE_CONFIG)"
+    ),
+    route: str | None = typer.Option(None, "--route", help="route name or raw topic (default: the first route)"),
     once: bool = typer.Option(False, "--once", "--available-now", help="process what is available, then stop"),
     timeout: float | None = typer.Option(None, "--timeout", help="stop after this many seconds"),
 ) -> None:

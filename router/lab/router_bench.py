@@ -1,6 +1,6 @@
 """Router throughput benchmark: end-to-end tuples/s of a worker per partitioner, next to a pass-through route.
 
-``python -m router.lab.router_bench`` (or ``skewroute router-bench``): preloads one raw topic per workload (Zipf 1.5
+``skewroute router-bench``: preloads one raw topic per workload (Zipf 1.5
 over 10k keys, uniform over 10k keys; small JSON values). Configurations: ``passthrough`` (combiner =
 (source partition + offset) mod n: the same consume/extract/encode/produce/commit work, spread evenly over all
 ``n`` combiner partitions like a balancing partitioner, with no key work) and every name in
@@ -14,7 +14,7 @@ over 10k keys, uniform over 10k keys; small JSON values). Configurations: ``pass
   configuration runs right next to a pass-through process of its own (order alternating); the ratio is the
   median over rounds of rate / that adjacent pass-through rate.
 
-Rounds rotate the configuration order. Writes ``reports/router-throughput.md``.
+Rounds rotate the configuration order. Writes ``router-throughput.md`` in the report folder (``--out``).
 """
 
 from __future__ import annotations
@@ -281,32 +281,45 @@ def _table(results: dict[str, dict[str, list[dict[str, Any]]]], names: list[str]
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the benchmark (or, with ``--child``, one worker of it)."""
-    ap = argparse.ArgumentParser(prog="router-bench", description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("-n", type=int, default=300_000, help="records per workload")
-    ap.add_argument("--rounds", type=int, default=3, help="runs per configuration (median reported)")
-    ap.add_argument("--batch", type=int, default=20_000, help="router.batch_max_records")
-    ap.add_argument("--combiners", type=int, default=8)
-    ap.add_argument("--bootstrap", default=None, help="an existing broker (default: start an embedded one)")
-    ap.add_argument("--only", default=None, help="comma-separated configurations (default: all)")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS))
-    ap.add_argument("--timeout", type=float, default=300.0)
-    ap.add_argument("--producer-conf", default="{}", help="extra librdkafka producer properties (JSON)")
-    ap.add_argument("--report", type=Path, default=Path("reports/router-throughput.md"))
-    ap.add_argument("--hotpath", action="store_true", help="only the in-memory per-phase CPU profile (no broker)")
-    ap.add_argument("--mode", choices=["both", "pairs", "separate"], default="both",
-                    help="pairs: pass-through and each partitioner in one process, turn by turn (robust ratios); "
-                         "separate: one worker process per configuration (absolute rates); both (default)")  # fmt: skip
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--pair", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--raw", help=argparse.SUPPRESS)
-    ap.add_argument("--partitioner", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child:
-        _child(args)
-        return
+def _child_main(argv: list[str]) -> None:
+    """The internal protocol of one worker process (``--child``): route, print the stats as JSON."""
+    ap = argparse.ArgumentParser(prog="router-bench --child")
+    ap.add_argument("--child", action="store_true")
+    ap.add_argument("--pair", action="store_true")
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--partitioner", required=True)
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("-n", type=int, required=True)
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--combiners", type=int, required=True)
+    ap.add_argument("--timeout", type=float, required=True)
+    ap.add_argument("--producer-conf", default="{}")
+    _child(ap.parse_args(argv))
 
+
+def main(
+    records: int = 300_000,
+    rounds: int = 3,
+    batch: int = 20_000,
+    combiners: int = 8,
+    bootstrap: str | None = None,
+    partitioners: str | None = None,
+    workloads: str = ",".join(WORKLOADS),
+    timeout: float = 300.0,
+    producer_conf: str = "{}",
+    out: Path = Path("reports"),
+    hotpath: bool = False,
+    mode: str = "both",
+) -> None:
+    """Run the benchmark and write ``OUT/router-throughput.md`` (``skewroute router-bench`` is the command line)."""
+    unknown = [w for w in workloads.split(",") if w not in WORKLOADS]
+    if unknown:
+        raise ValueError(f"workloads must be among {', '.join(WORKLOADS)}, got {', '.join(unknown)}")
+    args = argparse.Namespace(
+        n=records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, only=partitioners,
+        workloads=workloads, timeout=timeout, producer_conf=producer_conf, report=out / "router-throughput.md",
+        hotpath=hotpath, mode=mode,
+    )  # fmt: skip
     from connectors.broker import EmbeddedBroker, free_port
     from router.partitioners import available
 
@@ -362,7 +375,7 @@ def main(argv: list[str] | None = None) -> None:
     header = [
         "# Router throughput",
         "",
-        f"Generated by `python -m router.lab.router_bench` on {started}: {args.n:,} records per workload "
+        f"Generated by `skewroute router-bench` on {started}: {args.n:,} records per workload "
         f'({RAW_PARTITIONS} raw partitions, values like `{{"key":"k42","v":7}}`, {KEYS:,} keys), '
         f"{args.combiners} combiners, batches of {args.batch:,}, count window 60000/1000, at-least-once delivery, "
         f"{args.rounds} rounds per section (configuration order rotated each round). Machine: {os.cpu_count()} "
@@ -377,4 +390,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--child"]:
+        _child_main(sys.argv[1:])
+    else:
+        from router.cli import app
+
+        app(["router-bench", *sys.argv[1:]])

@@ -148,8 +148,8 @@ class Partitioner(ABC):
         found = (state.version, state.meta.get("state"))
         if found != (STATE_VERSION, self.state_version):
             raise StateVersionError(
-                f"{self.name} snapshot has format {found[0]} / state layout {found[1]}; this version reads "
-                f"format {STATE_VERSION} / layout {self.state_version} only (start from an empty state instead)"
+                f"{self.name} snapshot has state version {found[0]} / layout {found[1]}; this version reads "
+                f"state version {STATE_VERSION} / layout {self.state_version} only (start from an empty state instead)"
             )
         self._load_state(pickle.loads(state.data))
 

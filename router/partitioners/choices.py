@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from router.partitioners.pkg import PKGPartitioner, greedy_counts, greedy_sequence
+from router.partitioners.pkg import PKGPartitioner, greedy_fill
 from router.partitioners.spacesaving import SpaceSaving
 from router.partitioners.windows import I64, U64
 
@@ -102,23 +102,9 @@ class _HeavyChoices(PKGPartitioner):
         light = np.flatnonzero(~heavy)
         if light.size:
             seq[~owner] = super()._decide(ids[light], cand[light], counts[light])
-        loads = self.loads
-        pc: list[int] = []
-        ps: list[int] = []
-        pt: list[int] = []
-        po: list[int] = []
         firsts = cand[heavy].tolist()
-        for g, (key, count) in enumerate(zip(ids[heavy].tolist(), counts[heavy].tolist(), strict=True)):
-            row = self._candidates(key, firsts[g], d)
-            starts = [loads[c] for c in row]
-            for c, s, x in zip(row, starts, greedy_counts(starts, count), strict=True):
-                if x:
-                    loads[c] = s + x
-                    pc.append(c)
-                    ps.append(s)
-                    pt.append(x)
-                    po.append(g)
-        seq[owner] = greedy_sequence(pc, ps, pt, po)
+        rows = [self._candidates(key, firsts[g], d) for g, key in enumerate(ids[heavy].tolist())]
+        seq[owner] = greedy_fill(rows, counts[heavy].tolist(), self.loads)
         return seq
 
 

@@ -11,6 +11,7 @@ one batch are placed one after another by the greedy rule, which is water-fillin
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -20,7 +21,7 @@ from router.partitioners.accel import choice_kernels
 from router.partitioners.waterfill import pair_fill
 from router.partitioners.windows import I64, U64, GroupedPartitioner
 
-__all__ = ["PKGPartitioner", "greedy_counts"]
+__all__ = ["PKGPartitioner", "greedy_counts", "greedy_fill"]
 
 LoadMode = Literal["cumulative", "windowed"]
 
@@ -69,6 +70,28 @@ def greedy_sequence(
     return np.asarray(cands, dtype=np.int64)[rep[order]]
 
 
+def greedy_fill(rows: Iterable[Sequence[int]], counts: Iterable[int], loads: list[int]) -> npt.NDArray[np.int64]:
+    """Route each key's tuples one by one to the least loaded of its candidate ``rows`` (ties to the first).
+
+    ``rows[g]`` are key ``g``'s candidates in priority order and ``counts[g]`` its tuples (keys in grouped
+    order); ``loads`` is updated in place. Returns the combiner of every tuple, in grouped order.
+    """
+    pc: list[int] = []
+    ps: list[int] = []
+    pt: list[int] = []
+    po: list[int] = []
+    for g, (row, count) in enumerate(zip(rows, counts, strict=True)):
+        starts = [loads[c] for c in row]
+        for c, s, x in zip(row, starts, greedy_counts(starts, count), strict=True):
+            if x:
+                loads[c] = s + x
+                pc.append(c)
+                ps.append(s)
+                pt.append(x)
+                po.append(g)
+    return greedy_sequence(pc, ps, pt, po)
+
+
 class PKGPartitioner(GroupedPartitioner):
     """Partial Key Grouping over ``d`` choices (``d=2``: PKG; ``d>2``: PK-d / D-Choices).
 
@@ -105,21 +128,7 @@ class PKGPartitioner(GroupedPartitioner):
     def _decide(self, ids: U64, cand: I64, counts: I64) -> npt.ArrayLike:
         if self.d == 2 and cand.shape[1] == 2:
             return self._decide2(cand, counts)
-        loads = self.loads
-        pc: list[int] = []
-        ps: list[int] = []
-        pt: list[int] = []
-        po: list[int] = []
-        for g, (row, count) in enumerate(zip(cand.tolist(), counts.tolist(), strict=True)):
-            starts = [loads[c] for c in row]
-            for c, s, x in zip(row, starts, greedy_counts(starts, count), strict=True):
-                if x:
-                    loads[c] = s + x
-                    pc.append(c)
-                    ps.append(s)
-                    pt.append(x)
-                    po.append(g)
-        return greedy_sequence(pc, ps, pt, po)
+        return greedy_fill(cand.tolist(), counts.tolist(), self.loads)
 
     def _decide2(self, cand: I64, counts: I64) -> npt.ArrayLike:
         """``d = 2``: the compiled per-tuple loop, else :func:`~router.partitioners.waterfill.pair_fill` per key."""

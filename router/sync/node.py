@@ -153,6 +153,7 @@ class SyncNode:
         self.stats.dsync.append((-math.inf, float(c.dsync)))
         self._outbox: list[tuple[float, float, GlobalMessage]] = []  # (send at, ready at, message)
         self._stall_since: float | None = None  # a round waits for the elected reducer since then
+        self._stall_leader: str | None = None  # (that reducer)
         self._leader_since = -math.inf  # when this node's view last changed its elected reducer
         self.last_global: GlobalMessage | None = None
         self.stopped = False
@@ -239,8 +240,8 @@ class SyncNode:
         if leader is None or leader == self.instance or not busy:
             self._stall_since = None
             return
-        if self._stall_since is None:
-            self._stall_since = now
+        if self._stall_since is None or self._stall_leader != leader:  # the timeout is the elected one's
+            self._stall_since, self._stall_leader = now, leader
         elif now - self._stall_since > self.takeover_timeout():
             log.warning("route %s: reducer %s sent no GLOBAL for %.0f ms; deposing it", self.config.route, leader,
                         now - self._stall_since)  # fmt: skip

@@ -117,13 +117,16 @@ class QtableReducer:
                 return False
             queue = self.pending[msg.instance] = []
         queue.append(msg)
-        if len(queue) > self.max_per_member:
-            first = queue.pop(0)
-            queue[0] = queue[0].model_copy(update={"records": queue[0].records + first.records})
-            self.merged += 1
+        self._cap(queue)
         if self.pending_since is None:
             self.pending_since = now
         return True
+
+    def _cap(self, queue: list[SyncMessage]) -> None:
+        while len(queue) > self.max_per_member:  # fold the oldest into the next (its records still count)
+            first = queue.pop(0)
+            queue[0] = queue[0].model_copy(update={"records": queue[0].records + first.records})
+            self.merged += 1
 
     def pending_syncs(self) -> int:
         """SYNC messages held (open round and rounds closed elsewhere)."""
@@ -218,7 +221,9 @@ class QtableReducer:
         before that GLOBAL arrives.
         """
         for inst, msgs in self.pending.items():
-            self.inflight.setdefault(inst, []).extend(msgs)
+            queue = self.inflight.setdefault(inst, [])
+            queue.extend(msgs)
+            self._cap(queue)
         self.pending = {}
         self.pending_since = None
         if self.inflight_since is None:
@@ -229,6 +234,7 @@ class QtableReducer:
         """The round closed elsewhere will not be answered (its reducer died): include it in the next one."""
         for inst, msgs in self.inflight.items():
             self.pending[inst] = sorted([*msgs, *self.pending.get(inst, ())], key=lambda m: m.seq)
+            self._cap(self.pending[inst])
         if self.inflight and self.pending_since is None:
             self.pending_since = self.inflight_since
         self.inflight = {}

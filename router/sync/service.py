@@ -44,6 +44,7 @@ class PlanePort:
 
     def __init__(self, plane: Any, timeout_s: float = 5.0) -> None:
         self.plane = plane
+        self.partitioner = plane.partitioner  # read-only from other threads (the buffered-rewards gauge)
         self.timeout_s = timeout_s
         comparable = getattr(plane.route.window, "kind", "time") == "time"  # event ms vs DSYNC ms (live streams)
         self.direct = DirectPort(
@@ -110,7 +111,7 @@ def start_sync(
                 dsync=router.dsync_ms,
                 policy=DsyncPolicy.around(router.dsync_ms),
                 liveness_floor=LIVENESS_FLOOR_MS,
-                stale_before=start,
+                stale_before=start - 2 * router.dsync_ms,  # history is judged by the senders' clocks: skew margin
                 measure_compute=True,
                 fingerprint=fingerprint(plane.partitioner),
                 max_bytes=router.control_max_bytes,

@@ -6,7 +6,7 @@ windowed aggregation, Kafka results sink by default) with ``availableNow`` and m
 ``--batch`` records. Reported per algorithm: steady-state records/s (every batch but the first, which pays
 for warm-up), and per batch the straggler ratio (max/median combiner task time) and shuffled partials.
 
-    python -m spark_consumers.lab.bench --tuples 1000000 --batch 250000 -p hash,pkg,cam,dalton
+    skewroute spark-bench --records 1000000 --batch 250000 -p hash,pkg,cam,dalton
 """
 
 from __future__ import annotations
@@ -202,21 +202,26 @@ def render_markdown(results: list[BenchResult], params: dict[str, object]) -> st
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line: run, print the table, write ``reports/spark-bench.md``."""
-    p = argparse.ArgumentParser(prog="spark_consumers.lab.bench", description=__doc__.splitlines()[0])
-    p.add_argument("-p", "--partitioners", default="hash,pkg,cam,dalton")
-    p.add_argument("--tuples", type=int, default=1_000_000)
-    p.add_argument("--batch", type=int, default=250_000)
-    p.add_argument("-n", "--combiners", type=int, default=8)
-    p.add_argument("--keys", type=int, default=10_000)
-    p.add_argument("-s", "--zipf", type=float, default=1.5)
-    p.add_argument("--sink", default="kafka", choices=["kafka", "noop"])
-    p.add_argument("-m", "--reducers", type=int, default=2, help="spark.sql.shuffle.partitions")
-    p.add_argument("--warmup", type=int, default=250_000, help="records of an unreported warm-up pass (0: none)")
-    p.add_argument("--bootstrap", default=None, help="use this broker instead of starting the embedded one")
-    p.add_argument("--report", type=Path, default=Path("reports/spark-bench.md"))
-    a = p.parse_args(argv)
+def main(
+    partitioners: str = "hash,pkg,cam,dalton",
+    records: int = 1_000_000,
+    batch: int = 250_000,
+    combiners: int = 8,
+    keys: int = 10_000,
+    zipf: float = 1.5,
+    sink: str = "kafka",
+    reducers: int = 2,
+    warmup: int = 250_000,
+    bootstrap: str | None = None,
+    out: Path = Path("reports"),
+) -> Path:
+    """Run, print the table, write ``OUT/spark-bench.md`` (``skewroute spark-bench`` is the command line)."""
+    if sink not in ("kafka", "noop"):
+        raise ValueError(f"sink must be kafka or noop, got {sink!r}")
+    a = argparse.Namespace(
+        partitioners=partitioners, tuples=records, batch=batch, combiners=combiners, keys=keys, zipf=zipf, sink=sink,
+        reducers=reducers, warmup=warmup, bootstrap=bootstrap, report=out / "spark-bench.md",
+    )  # fmt: skip
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     workdir = Path(tempfile.mkdtemp(prefix="skewroute-spark-bench-"))
@@ -244,7 +249,10 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if broker is not None:
             broker.stop()
+    return Path(a.report)
 
 
 if __name__ == "__main__":
-    main()
+    from router.cli import app
+
+    app(["spark-bench", *sys.argv[1:]])

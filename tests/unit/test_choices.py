@@ -7,6 +7,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from connectors.workloads import zipf_keys
 from router.partitioners import create, distinct_candidates
 from router.partitioners.choices import DChoicesPartitioner, choices_for
 from router.partitioners.keys import KeyCodec
@@ -14,12 +15,6 @@ from router.partitioners.spacesaving import SpaceSaving
 from schemas.exceptions import ConfigError
 
 N = 8
-
-
-def zipf_keys(size: int, s: float, keys: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    p = np.arange(1, keys + 1, dtype=np.float64) ** -s
-    return rng.choice(keys, size=size, p=p / p.sum()).astype(np.int64)
 
 
 def run(name: str, keys: np.ndarray, n: int = N, batch: int = 1000) -> tuple[np.ndarray, list[set[int]], list[int]]:

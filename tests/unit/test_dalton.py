@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from connectors.workloads import zipf_keys
 from router import partitioners as P
 from router.partitioners.base import PartitionerState
 from router.partitioners.dalton import DaltonPartitioner
@@ -19,15 +20,6 @@ N = 8
 
 
 # -- workloads and metrics, the way the quality tool builds and measures them ----------------------
-def zipf_keys(size: int, s: float, k: int, seed: int, permute: bool = False) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    p = np.arange(1, k + 1, dtype=np.float64) ** -s
-    keys = rng.choice(k, size=size, p=p / p.sum())
-    if permute:
-        keys = rng.permutation(k)[keys]
-    return keys.astype(np.int64)
-
-
 def uniform_keys(size: int = 100_000, k: int = 10_000, seed: int = 3) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, k, size=size).astype(np.int64)
 

@@ -6,18 +6,13 @@ import mmh3
 import numpy as np
 import pytest
 
+from connectors.workloads import zipf_keys
 from router import partitioners as P
 from router.partitioners.fish import FISHPartitioner
 from router.partitioners.ring import ConsistentRing
 from router.partitioners.waterfill import level_fill, pair_fill, pkg_fill, two_choice
 
 N = 8
-
-
-def zipf_keys(size: int, s: float, k: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    p = np.arange(1, k + 1, dtype=np.float64) ** -s
-    return rng.choice(k, size=size, p=p / p.sum()).astype(np.int64)
 
 
 def evolving_zipf(size: int, s: float, k: int, seed: int) -> tuple[np.ndarray, int]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from connectors.workloads import zipf_keys
 from router.partitioners import Partitioner, PartitionerState, available, create, get, register
 from router.partitioners import registry as registry_module
 from router.partitioners.keys import KeyBatch
@@ -24,9 +25,7 @@ WINDOW, SLIDE = 600, 200
 
 
 def zipf_stream(size: int, seed: int = 7, keys: int = 300) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    p = np.arange(1, keys + 1, dtype=np.float64) ** -1.2
-    return rng.choice(keys, size=size, p=p / p.sum()).astype(np.int64)
+    return zipf_keys(size, 1.2, keys, seed)
 
 
 def make(name: str, n: int = 8, seed: int = 1) -> Partitioner:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from connectors.workloads import zipf_keys
 from router.partitioners import KeyCodec, Partitioner, PartitionerState, create, distinct_candidates
 from router.partitioners.holistic import HolisticPartitioner
 from router.partitioners.metrics import count_windows
@@ -38,9 +39,7 @@ IDS = [f"{name}-{'-'.join(f'{k}={v}' for k, v in kw.items()) or 'default'}" for 
 
 
 def zipf_stream(size: int, s: float = 1.2, keys: int = 400, seed: int = 5) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    p = np.arange(1, keys + 1, dtype=np.float64) ** -s
-    return rng.choice(keys, size=size, p=p / p.sum()).astype(np.int64)
+    return zipf_keys(size, s, keys, seed)
 
 
 def batches(size: int, seed: int = 0) -> list[tuple[int, int]]:

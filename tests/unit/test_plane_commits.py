@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from router.dataplane import RouteDataPlane, _Batch
+from router.dataplane import RouteDataPlane
 from router.observability import RouterMetrics
-from router.plane_parts import DeliveryError
+from router.plane_parts import DeliveryError, PendingBatch
 from schemas.records import DeadLetter
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
@@ -75,8 +75,8 @@ def _plane(delivery: str = "at_least_once", consumer: dict[str, Any] | None = No
     return RouteDataPlane(kafka, router, RouteSettings(raw_topic="raw"), RouterMetrics("w1"), instance_id="w1")
 
 
-def _batch(parts: list[int]) -> _Batch:
-    return _Batch([TopicPartition("raw", p, 10 + p) for p in parts], 5, 5, 0, 0.0, 0.0)
+def _batch(parts: list[int]) -> PendingBatch:
+    return PendingBatch([TopicPartition("raw", p, 10 + p) for p in parts], 5, 5, 0, 0.0, 0.0)
 
 
 def test_lost_partitions_drop_the_batch_in_flight_without_committing() -> None:

@@ -2,8 +2,8 @@
 
 Every candidate runs on the sample (:func:`router.lab.bench.runner.run_bench`); the recommendation is the
 lowest mean modelled window time ``T = max L + c·max A`` (ties broken by the p95 of ``T``, then by
-router throughput). The
-Holistic paper's selection rule (paper 004, Sec. 7) is evaluated on the same sample as the baseline:
+router throughput). The Holistic paper's selection rule ([Holistic] in docs/partitioners.md, Sec. 7) is
+evaluated on the same sample as the baseline:
 *shuffle if the number of groups per window is constant and significantly less than the tuples a worker
 receives per window, otherwise AM / cAM*.
 """
@@ -66,7 +66,7 @@ class Advice:
 
 
 def holistic_rule(result: BenchResult) -> HolisticRule:
-    """Apply paper 004's rule to the sample's window statistics."""
+    """Apply the Holistic paper's rule to the sample's window statistics."""
     run = next((r for r in result.runs if r.ok and r.windows is not None), None)
     if run is None or run.windows is None:
         raise ValueError("no successful run to read the window statistics from")

@@ -69,7 +69,7 @@ def adaptation_lag(series: npt.ArrayLike, start: int, end: int, tolerance: float
     return end - start
 
 
-# -- PKG (paper 003, Table II) --------------------------------------------------------------------------
+# -- PKG ([PKG], Table II) -------------------------------------------------------------------------------
 
 _TABLE2 = {  # dataset: (zipf s over 100k keys matching its p1, {n: (pkg, hash)})
     "WP": (1.022, {5: (3.7e-8, 6.4e-2), 10: (1.3e-7, 7.8e-2), 50: (2.7e-2, 9.2e-2), 100: (3.7e-2, 9.2e-2)}),
@@ -110,7 +110,7 @@ def pkg_table2(tuples: int) -> list[Row]:
     return rows
 
 
-# -- Holistic (paper 004, Sec. 6.1 and the selection rule) -----------------------------------------------
+# -- Holistic ([Holistic], Sec. 6.1 and the selection rule) -----------------------------------------------
 
 _HOLISTIC = ("shuffle", "hash", "pkg", "pkg:d=5", "cm", "am", "cam", "lm")
 
@@ -162,7 +162,7 @@ def holistic_rule(tuples: int) -> list[Row]:
     return rows
 
 
-# -- Dalton (paper 000) ----------------------------------------------------------------------------------
+# -- Dalton ([Dalton]) ------------------------------------------------------------------------------------
 
 
 def dalton_uniform(tuples: int) -> list[Row]:
@@ -330,7 +330,7 @@ def dalton_multi(tuples: int) -> list[Row]:
     return rows
 
 
-# -- FISH (paper 002) ------------------------------------------------------------------------------------
+# -- FISH ([FISH]) ----------------------------------------------------------------------------------------
 
 
 def fish_vs_pkg(tuples: int) -> list[Row]:

@@ -80,7 +80,8 @@ def suite_markdown(rows: Sequence[Row], tuples: int) -> str:
     out = [
         "# Reproduction of the papers' main claims",
         "",
-        f"Measured by `skewroute reproduce` ({tuples:,} tuples per experiment unless stated; per-window metrics of",
+        f"Measured by `skewroute bench --suite papers` ({tuples:,} tuples per experiment unless stated; per-window "
+        "metrics of",
         "docs/partitioners.md over the combined output of all routers). 'paper' is the paper's own figure",
         "(or the reference figures of docs/partitioners.md); 'ours' is measured with this project's partitioners.",
         "",

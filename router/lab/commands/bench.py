@@ -1,12 +1,11 @@
-"""CLI: ``skewroute bench`` (compare partitioners), ``skewroute advise``, ``skewroute reproduce``.
+"""CLI: ``skewroute bench`` (compare partitioners on a workload, or run the papers' reproduction suite).
 
 Examples::
 
-    skewroute bench -w zipf:s=1.5,keys=10000 -p hash,pkg,cam,dalton -n 8 -m 4 --routers 2 --tuples 200000
+    skewroute bench -w zipf:s=1.5,keys=10000 -p hash,pkg,cam,dalton -n 8 -m 4 --routers 2 --records 200000
     skewroute bench -w flights:key=tailnum          # event time; window 7 days / slide 1 day by default
     skewroute bench -w file:path=sample.jsonl,key=user,time=ts
-    skewroute advise -w words:lang=en --tuples 50000
-    skewroute bench --suite papers                  # = skewroute reproduce
+    skewroute bench --suite papers --only holistic  # the reproduction table (reports/papers/)
     skewroute bench --suite sweep                   # quality sweep: skew x n x keys, Pareto front per cell
 
 Workload specs: ``uniform``, ``zipf``, ``alternating``, ``zipf-drift``, ``evolving``, ``multi``,
@@ -23,10 +22,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from connectors.workloads import Workload, available_workloads, make_workload
-from router.commands import CHOOSE, LAB
+from router.commands import LAB
 from schemas.exceptions import SkewrouteError
 
 if TYPE_CHECKING:
@@ -71,40 +69,53 @@ def _bench_spec(wl: Workload, window: float | None, slide: float | None, **kw: A
     return BenchSpec(window=float(window or wl.window or 60_000), slide=float(slide or wl.slide or 1_000), **kw)
 
 
-WorkloadOpt = typer.Option(DEFAULT_WORKLOAD, "--workload", "-w", help="workload spec, e.g. zipf:s=1.5,keys=10000")
-PartsOpt = typer.Option(None, "--partitioners", "-p", help="comma-separated names (default: all)")
-NOpt = typer.Option(8, "-n", help="combiners")
-MOpt = typer.Option(4, "-m", help="reducers")
-WindowOpt = typer.Option(None, help="router window (time units of the stream; default 60000 or the workload's)")
-SlideOpt = typer.Option(None, help="router slide (default 1000 or the workload's)")
-RoutersOpt = typer.Option(1, "--routers", "-P", help="router instances, each with its own sub-stream")
-TuplesOpt = typer.Option(None, help="stop after this many tuples")
-DsyncOpt = typer.Option(10_000, help="tuples between in-process syncs of partitioners with merge()")
-COpt = typer.Option(1.0, "-c", help="cost of merging one partial aggregate relative to one tuple")
-MetricOpt = typer.Option(None, help="metric window (default: one slide, tumbling)")
-SeedOpt = typer.Option(1, help="partitioner seed (router r uses seed + r)")
+WorkloadOpt = typer.Option(
+    DEFAULT_WORKLOAD,
+    "--workload",
+    "-w",
+    help="workload spec, e.g. `zipf:s=1.5,keys=10000` or `file:path=x.jsonl,key=user`",
+)
+PartsOpt = typer.Option(None, "--partitioners", "-p", help="comma-separated partitioners (default: all)")
+NOpt = typer.Option(8, "--combiners", "-n", min=1, help="number of combiners n")
+MOpt = typer.Option(4, "--reducers", "-m", min=1, help="number of reducers m")
+WindowOpt = typer.Option(
+    None, "--window", help="router window, in the stream's time unit (default 60000 or the workload's)"
+)
+SlideOpt = typer.Option(None, "--slide", help="router slide (default 1000 or the workload's)")
+RoutersOpt = typer.Option(1, "--routers", "-P", min=1, help="router instances, each with its own sub-stream")
+RecordsOpt = typer.Option(None, "--records", min=1, help="stream length: stop after this many records")
+DsyncOpt = typer.Option(10_000, "--dsync", help="records between in-process syncs of partitioners with merge()")
+CostOpt = typer.Option(1.0, "--cost-factor", help="cost factor c: merging one partial aggregate relative to one record")
+MetricOpt = typer.Option(None, "--metric-window", help="metric window (default: one slide, tumbling)")
+SeedOpt = typer.Option(1, "--seed", help="partitioner seed (router r uses seed + r)")
+OutOpt = typer.Option(
+    None, "--out", "-o", help="report folder (default `reports/bench-<workload>/`, `reports/papers/`)"
+)
 SYNC_MODES = ("merge", "protocol", "never")
-SyncOpt = typer.Option("merge", help="multi-router sync: merge (snapshot/merge every DSYNC), protocol, never")
+SyncOpt = typer.Option("merge", "--sync", help="multi-router sync: merge (snapshot/merge every DSYNC), protocol, never")
 
 
 def bench(
     workload: str = WorkloadOpt,
     partitioners: str | None = PartsOpt,
-    n: int = NOpt,
-    m: int = MOpt,
+    combiners: int = NOpt,
+    reducers: int = MOpt,
     window: float | None = WindowOpt,
     slide: float | None = SlideOpt,
     routers: int = RoutersOpt,
-    tuples: int | None = TuplesOpt,
+    records: int | None = RecordsOpt,
     dsync: int = DsyncOpt,
-    c: float = COpt,
+    cost_factor: float = CostOpt,
     metric_window: float | None = MetricOpt,
     seed: int = SeedOpt,
     sync: str = SyncOpt,
-    out: Path | None = typer.Option(None, help="report directory (default reports/bench-<workload>/)"),
+    out: Path | None = OutOpt,
     suite: str | None = typer.Option(
-        None, help="run a suite instead: 'papers' (the reproduction table) or 'sweep' (quality sweep, Pareto front)"
+        None,
+        "--suite",
+        help="run a suite instead: `papers` (the reproduction table) or `sweep` (quality sweep, Pareto front)",
     ),
+    only: str | None = typer.Option(None, "--only", help="with `--suite papers`: comma-separated experiment ids"),
 ) -> None:
     """Compare partitioners on a workload: per-window load, replication, reducer cost, T, tuples/s."""
     if suite is not None:
@@ -112,9 +123,9 @@ def bench(
             console.print(f"[red]unknown suite {suite!r}; available: papers, sweep[/red]")
             raise typer.Exit(2)
         if suite == "sweep":
-            _sweep(tuples or 100_000, out or Path("reports/sweep"), split_partitioners(partitioners))
+            _sweep(records or 100_000, out or Path("reports/sweep"), split_partitioners(partitioners))
             return
-        reproduce(tuples=tuples or 100_000, out=out or Path("reports/papers"), only=None)
+        _papers(records or 100_000, out or Path("reports/papers"), only)
         return
     from router.lab.bench import run_bench
     from router.lab.bench.report import default_report_dir, rich_table, write_report
@@ -123,88 +134,27 @@ def bench(
         console.print(f"[red]--sync must be one of {', '.join(SYNC_MODES)}, got {sync!r}[/red]")
         raise typer.Exit(2)
 
-    wl = _workload(workload, tuples)
+    wl = _workload(workload, records)
     spec = _bench_spec(
         wl,
         window=window,
         slide=slide,
         partitioners=split_partitioners(partitioners),
-        n=n,
-        m=m,
+        n=combiners,
+        m=reducers,
         routers=routers,
-        tuples=tuples,
+        tuples=records,
         dsync=dsync,
-        c=c,
+        c=cost_factor,
         metric_window=metric_window,
         seed=seed,
         sync=sync,
     )
-    with _progress(tuples or wl.tuples, "bench") as tick:
+    with _progress(records or wl.tuples, "bench") as tick:
         result = run_bench(wl, spec, tick)
     console.print(rich_table(result))
     paths = write_report(result, out or default_report_dir(wl.name))
     console.print(f"report: {paths['markdown']}  json: {paths['json']}  plots: {paths['load']}, {paths['replication']}")
-
-
-def advise(
-    workload: str = WorkloadOpt,
-    partitioners: str | None = typer.Option(
-        None, "--partitioners", "-p", help="candidates (default: all + d variants)"
-    ),
-    n: int = NOpt,
-    m: int = MOpt,
-    window: float | None = WindowOpt,
-    slide: float | None = SlideOpt,
-    routers: int = RoutersOpt,
-    tuples: int | None = typer.Option(50_000, help="sample size"),
-    c: float = COpt,
-    metric_window: float | None = MetricOpt,
-    seed: int = SeedOpt,
-) -> None:
-    """Recommend a partitioner for a workload sample by measured window time T (mean, p95)."""
-    from router.lab.bench.advisor import advise as run_advice
-
-    wl = _workload(workload, tuples)
-    spec = _bench_spec(
-        wl,
-        window=window,
-        slide=slide,
-        partitioners=split_partitioners(partitioners),
-        n=n,
-        m=m,
-        routers=routers,
-        tuples=tuples,
-        c=c,
-        metric_window=metric_window,
-        seed=seed,
-    )
-    with _progress(tuples or wl.tuples, "advise") as tick:
-        adv = run_advice(wl, spec, tick)
-    table = Table(title=f"{wl.name}: candidates by modelled window time T", title_justify="left")
-    for col in ("rank", "partitioner", "T mean", "T p95", "max L", "reducer max A", "replication", "max/mean"):
-        table.add_column(col, justify="right" if col != "partitioner" else "left")
-    for i, r in enumerate(adv.ranking, 1):
-        s = r.summary
-        table.add_row(
-            str(i),
-            r.label,
-            f"{s['time_mean']:.1f}",
-            f"{s['time_p95']:.1f}",
-            f"{s['max_load_mean']:.1f}",
-            f"{s['reducer_max_mean']:.1f}",
-            f"{s['replication_mean']:.3f}",
-            f"{s['ratio_mean']:.3f}",
-        )
-    for r in adv.result.runs:
-        if not r.ok:
-            table.add_row("-", r.label, "n/a", "", "", "", "", "", style="dim")
-    console.print(table)
-    console.print(f"[bold]recommendation:[/bold] {adv.best.label}  ({adv.reason})")
-    rule_t = f"T mean {adv.rule_run.summary['time_mean']:.1f}" if adv.rule_run else "not measured (n/a)"
-    console.print(
-        f"[bold]Holistic rule (paper 004):[/bold] {adv.rule.text}; its best choice: "
-        f"{adv.rule_run.label if adv.rule_run else 'n/a'} ({rule_t})"
-    )
 
 
 def _sweep(tuples: int, out: Path, names: tuple[str, ...]) -> None:
@@ -221,22 +171,16 @@ def _sweep(tuples: int, out: Path, names: tuple[str, ...]) -> None:
     console.print(f"sweep table: {path}")
 
 
-def reproduce(
-    tuples: int = typer.Option(100_000, help="tuples per experiment"),
-    out: Path = typer.Option(Path("reports/papers"), help="report directory"),
-    only: str | None = typer.Option(None, help="comma-separated experiment ids (default: all)"),
-) -> None:
-    """Reproduce the papers' main claims with our code; the paper's figure next to ours."""
+def _papers(records: int, out: Path, only: str | None) -> None:
+    """The papers' main claims measured with our code, the paper's figure next to ours."""
     from router.lab.bench.suite import run_suite, suite_table, write_suite
 
-    rows = run_suite(tuples, only=split_partitioners(only) or None, console=console)
+    rows = run_suite(records, only=split_partitioners(only) or None, console=console)
     console.print(suite_table(rows))
-    path = write_suite(rows, out, tuples)
+    path = write_suite(rows, out, records)
     console.print(f"reproduction table: {path}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``bench``, ``advise`` and ``reproduce`` to app."""
+    """Add ``bench`` to app."""
     app.command("bench", rich_help_panel=LAB)(bench)
-    app.command("advise", rich_help_panel=CHOOSE)(advise)
-    app.command("reproduce", rich_help_panel=LAB)(reproduce)

@@ -22,12 +22,14 @@ WorkloadOpt = typer.Option(
     help="workload spec, e.g. 'evolving:s=1.5,keys=10000,at=0.5' (default), 'zipf-drift:keys=10000', "
     "'flights:key=dest', 'words:lang=en,switch=fr'",
 )  # fmt: skip
-RecordsOpt = typer.Option(None, "--records", "-n", min=100, help="records to produce (default 60,000; --quick 12,000)")
-RateOpt = typer.Option(None, "--rate", "-r", min=0, help="records per second produced, 0 = full speed (default 2,500)")
+RecordsOpt = typer.Option(None, "--records", min=100, help="records to produce (default 60,000; 12,000 with `--quick`)")
+RateOpt = typer.Option(None, "--rate", min=0, help="records per second produced, 0 = full speed (default 2,500)")
 PartitionerOpt = typer.Option("dalton", "--partitioner", "-p", help="partitioner compared with hash (name[:k=v,...])")
 BaselineOpt = typer.Option("hash", "--baseline", help="the reference partitioner")
 RoutersOpt = typer.Option(2, "--routers", min=1, max=4, help="router worker processes per partitioner")
-CombinersOpt = typer.Option(8, "--combiners", min=2, max=64, help="combiners n (partitions of the combiner topic)")
+CombinersOpt = typer.Option(
+    8, "--combiners", "-n", min=2, max=64, help="combiners n (partitions of the combiner topic)"
+)
 BootstrapOpt = typer.Option(None, "--bootstrap", help="use this Kafka instead of starting the embedded broker")
 OutOpt = typer.Option(None, "--out", "-o", help="report folder (default reports/demo-<timestamp>)")
 QuickOpt = typer.Option(False, "--quick", help="a short run for tests (12,000 records at 4,000/s)")

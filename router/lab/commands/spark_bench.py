@@ -12,23 +12,28 @@ __all__ = ["register"]
 
 
 def spark_bench(
-    partitioners: str = typer.Option("hash,pkg,cam,dalton", "-p", "--partitioners", help="comma-separated names"),
-    tuples: int = typer.Option(1_000_000, "--tuples", help="routed records per algorithm"),
-    batch: int = typer.Option(250_000, "--batch", help="records per micro-batch"),
-    combiners: int = typer.Option(8, "-n", "--combiners"),
-    keys: int = typer.Option(10_000, "--keys"),
-    zipf: float = typer.Option(1.5, "-s", "--zipf"),
-    sink: str = typer.Option("kafka", "--sink", help="kafka or noop"),
-    report: Path = typer.Option(Path("reports/spark-bench.md"), "--report"),
+    partitioners: str = typer.Option(
+        "hash,pkg,cam,dalton", "--partitioners", "-p", help="comma-separated partitioners"
+    ),
+    records: int = typer.Option(1_000_000, "--records", min=1, help="routed records per partitioner"),
+    batch: int = typer.Option(250_000, "--batch", min=1, help="records per micro-batch"),
+    combiners: int = typer.Option(8, "--combiners", "-n", min=1, help="number of combiners n"),
+    keys: int = typer.Option(10_000, "--keys", min=1, help="distinct keys of the Zipf stream"),
+    zipf: float = typer.Option(1.5, "--zipf", "-s", help="Zipf exponent s of the stream"),
+    sink: str = typer.Option("kafka", "--sink", help="`kafka` (results topic) or `noop`"),
+    reducers: int = typer.Option(2, "--reducers", "-m", min=1, help="reducers m (spark.sql.shuffle.partitions)"),
+    warmup: int = typer.Option(250_000, "--warmup", min=0, help="records of an unreported warm-up pass (0: none)"),
+    bootstrap: str | None = typer.Option(None, "--bootstrap", help="an existing broker (default: start one)"),
+    out: Path = typer.Option(Path("reports"), "--out", "-o", help="report folder (writes `spark-bench.md`)"),
 ) -> None:
-    """Benchmark the Spark job per routing algorithm (records/s, straggler ratio, shuffled partials)."""
+    """Benchmark the Spark job per partitioner on pre-routed topics (records/s, straggler ratio, partials)."""
     from spark_consumers.lab.bench import main
 
+    if sink not in ("kafka", "noop"):
+        raise typer.BadParameter("kafka or noop", param_hint="--sink")
     main(
-        [
-            "-p", partitioners, "--tuples", str(tuples), "--batch", str(batch), "-n", str(combiners),
-            "--keys", str(keys), "-s", str(zipf), "--sink", sink, "--report", str(report),
-        ]
+        partitioners, records=records, batch=batch, combiners=combiners, keys=keys, zipf=zipf, sink=sink,
+        reducers=reducers, warmup=warmup, bootstrap=bootstrap, out=out,
     )  # fmt: skip
 
 
