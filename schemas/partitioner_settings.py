@@ -134,8 +134,8 @@ class DaltonSettings(_Base):
     )
     pack: bool = Field(
         True,
-        description="hot keys first, each combiner filled to the mean at most; then the tail, which spills to "
-        "the least loaded combiner when both candidates are full (False: tail first, as in the paper)",
+        description="hot keys first (affinity tail only), each combiner filled to the mean at most; then the tail, "
+        "which spills to the least loaded combiner when both candidates are full (False: tail first, as in the paper)",
     )
     key_forwarding: bool = Field(
         False, description="mark tuples of keys held by one combiner for forwarding (Sec. 4.2; single router)"

@@ -16,10 +16,7 @@ from router.partitioners.keys import DEFAULT_HASH_SEED, KeyBatch, KeyCodec, Keys
 __all__ = ["Assignment", "Partitioner", "PartitionerState", "StateVersionError"]
 
 Assignment = npt.NDArray[np.int32]
-#: Layout version of :class:`PartitionerState`'s ``data``; a snapshot of another version is refused on restore
-#: (the algorithms' internal attributes change between versions). 2: SpaceSaving counter object in FISH,
-#: D-/W-Choices, Dalton's ``pack``.
-STATE_VERSION = 2
+STATE_VERSION = 1
 
 
 class StateVersionError(ValueError):

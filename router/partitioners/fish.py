@@ -90,6 +90,7 @@ class FISHPartitioner(Partitioner):
     name = "fish"
     splits_keys = True
     n_hashes = 1
+    state_version = 2  # 2: the counter is a SpaceSaving object
 
     def __init__(
         self,

@@ -70,7 +70,7 @@ def test_report_marks_the_front(results: list[Result], tmp_path: Path) -> None:
 
 @pytest.mark.extended
 def test_full_sweep_dalton_never_dominated() -> None:
-    """The whole grid (100 cells, 20k tuples each; ~15 min of one core): the front, and the caps but one.
+    """The whole grid (100 cells, 20k tuples each; ~90 s on the loaded 2-core VM): the front, and the caps but one.
 
     Replication at Zipf 2.0 with n >= 16 is over its 1.25 cap (measured 1.28 at n = 16, 1.60 at n = 32;
     keeping max/mean <= 1.10 needs at least ~1.25 and ~1.54 on those streams), so it is not asserted there.

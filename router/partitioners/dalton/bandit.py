@@ -139,7 +139,9 @@ def run_chunks(
     segment's final mean load when the hot keys are routed before the tail: each chunk then fills a combiner
     up to the mean at most, so a hot key reaches about ``count / mean`` combiners, not all of them); with it,
     the choice (greedy or exploring) is among the combiners still below the level when there is one: a Q row
-    learnt on the previous batch's loads would otherwise send one-tuple chunks to full combiners.
+    learnt on the previous batch's loads would otherwise send one-tuple chunks to full combiners. The reward's
+    imbalance term then compares with that final mean, not with the mean of the partial load vector (the tail
+    is not placed yet), so rewards stay in the range they have once the segment is routed.
     """
     n, eps, p1, p2, keep = cfg.n, cfg.epsilon, cfg.p1, cfg.p2, 1.0 - cfg.gamma
     cap = cfg.max_split or n
@@ -185,7 +187,7 @@ def run_chunks(
         if left[j] == 0:
             active.remove(j)
         total += m
-        mean = total / n
+        mean = level if room else total / n  # packing: imbalance against the segment's final mean
         decay = keep**m
         if full:  # every action's modelled reward for the next tuple, after this chunk went to a
             loads[a] += m
@@ -195,7 +197,7 @@ def run_chunks(
                 now = mask.bit_count()
                 cached = fraglists[key] = (mask, [(now + (not mask >> c & 1)) * p2 / n for c in rng])
             step = 1.0 - decay
-            mean1 = mean + 1.0 / n
+            mean1 = mean if room else mean + 1.0 / n
             la = loads[a] + 1.0
             reward = -(p1 * (la - mean1) / (la if la > mean1 else mean1) + cached[1][a])
             q[:] = [

@@ -88,7 +88,8 @@ class DaltonPartitioner(Partitioner):
     ``quantum``: fixed tuples per bandit decision (default: fill to the water level, at least
     ``max(1, segment // (32 n))``); ``update``: ``all`` (default) or ``chosen`` (see the module doc);
     ``key_forwarding``: compute :meth:`forwardable` (Sec. 4.2); ``pack``: hot keys first, up to the mean
-    level (default; ``False``: the paper's tail-first order, see the module doc).
+    level (default; only with the affinity tail, a hashed tail cannot fill around them; ``False``: the
+    paper's tail-first order, see the module doc).
 
     Cooperative learning: :meth:`sync_payload`, :meth:`apply_global`, :meth:`merge` (see :mod:`.sync`).
     """
@@ -96,6 +97,7 @@ class DaltonPartitioner(Partitioner):
     name = "dalton"
     splits_keys = True
     n_hashes = 2
+    state_version = 2  # 2: ``pack``
 
     def __init__(
         self,
@@ -145,7 +147,8 @@ class DaltonPartitioner(Partitioner):
             exact_limit=exact_limit, stats_window=stats_window, max_split=max_split, tail=tail,
             micro_batch=micro_batch, quantum=quantum, key_forwarding=key_forwarding, update=update, pack=pack,
         )  # fmt: skip
-        self.pack = bool(pack)
+        # a hashed tail cannot fill around hot keys placed first: with tail=hash the hot keys go last
+        self.pack = bool(pack) and self.tail == "affinity"
         if update not in ("chosen", "all"):
             raise ValueError(f"update must be 'chosen' or 'all', got {update!r}")
         self.cfg = BanditConfig(self.n, epsilon, gamma, p1, p2, initial_q, min(max_split or self.n, self.n), update)
