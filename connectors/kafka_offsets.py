@@ -115,7 +115,8 @@ def probe_partitions(consumer: Consumer, starts: Offsets, *, cap: int | None = N
     probe: list[TopicPartition] = []
     for t, parts in starts.items():
         for p, start in parts.items():
-            lo, hi = consumer.get_watermark_offsets(TopicPartition(t, int(p)), timeout=timeout, cached=False)
+            tp = TopicPartition(t, int(p))
+            lo, hi = consumer.get_watermark_offsets(tp, timeout=max(timeout, 10.0), cached=False)
             res.lows[t][p] = lo
             if cap is not None and max(start, lo) + cap <= hi - 1:
                 res.ends[t][p] = max(start, lo) + cap  # offsets below hi - 1 exist: no need to look at the tail
