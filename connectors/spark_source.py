@@ -15,6 +15,9 @@ Options (strings, as Spark passes them)::
                            (alias: maxRecordsPerTrigger) -- see connectors.offset_ranges
     minPartitions          at least this many tasks: large partitions are cut into offset ranges (Spark's
                            semantics; then task i is no longer combiner i)
+    failOnDataLoss         true (default): fail when checkpointed offsets are gone (DataLossError names topic,
+                           partition, expected and available offsets) | false: warn and skip (Spark's semantics)
+    includeHeaders         false (default) | true: Spark's ``headers`` column (decode=none only)
     probeTimeoutMs         how long a tail probe waits for partition EOF (default 5000)
     readTimeoutMs          how long a task waits for records it knows exist (default 60000)
     decode                 none (default: the Kafka columns above) | routed: values are routed records, decoded
