@@ -15,7 +15,7 @@ from connectors.kafka_offsets import make_probe_consumer
 from connectors.spark_source import SHORT_NAME, kafka_options, register_source
 from spark_consumers.observability import CombinerMetricsListener
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
 
 def _produce(kafka: Any, topic: str, partitions: int, per_partition: int, one_batch: bool = True) -> None:
