@@ -1,13 +1,14 @@
-"""Kafka offset helpers for the Spark data source: true partition ends, offset specs, read budgets.
+"""Kafka offset helpers for the Spark data source: true partition ends and offset specs.
 
 Why probing: Tansu (our embedded broker) reports a partition's high watermark as *the start of its last
 record batch + 1*, so every record of the last producer batch but its first stays invisible through
-``get_watermark_offsets``. :func:`probe_ends` finds the true end of each partition by consuming from
-``max(start, high_watermark - 1)`` (the start of the last batch, never beyond the true end) until librdkafka
-emits its partition-EOF event, whose offset is the true end. The records read by the probe are dropped; a
-probe reads at most the last producer batch plus what arrived since, and stops early once ``cap`` records
-past ``start`` are known to exist (the micro-batch cannot take more anyway). On a broker whose watermarks are
-exact (Apache Kafka) the probe starts at ``high - 1`` and costs one record per partition.
+``get_watermark_offsets``. :func:`probe_partitions` finds the true end of each partition by consuming from
+``high_watermark - 1`` (the start of the last batch, an offset that always exists) until librdkafka emits its
+partition-EOF event, whose offset is the true end. The records read by the probe are dropped; a probe reads at
+most the last producer batch plus what arrived since. Starting there rather than at the caller's start means a
+start beyond a recreated or truncated partition's end shows up as an end below it (data loss), never as a
+fetch that resets to offset 0. On a broker whose watermarks are exact (Apache Kafka) the probe costs one
+record per partition.
 
 Every client here uses manual ``assign()`` (no consumer-group join) and only lists *all* topics (asking for one
 unknown topic's metadata makes Tansu auto-create it).
@@ -115,7 +116,8 @@ def probe_partitions(consumer: Consumer, starts: Offsets, *, cap: int | None = N
     probe: list[TopicPartition] = []
     for t, parts in starts.items():
         for p, start in parts.items():
-            lo, hi = consumer.get_watermark_offsets(TopicPartition(t, int(p)), timeout=timeout, cached=False)
+            tp = TopicPartition(t, int(p))
+            lo, hi = consumer.get_watermark_offsets(tp, timeout=max(timeout, 10.0), cached=False)
             res.lows[t][p] = lo
             if cap is not None and max(start, lo) + cap <= hi - 1:
                 res.ends[t][p] = max(start, lo) + cap  # offsets below hi - 1 exist: no need to look at the tail

@@ -32,7 +32,10 @@ _CONSUME_MAX = 10_000
 #: One idle consumer per configuration per Python worker process. Spark reuses Python workers across tasks
 #: (``spark.python.worker.reuse``), so a task skips the connect + metadata round trips of a new client. Only
 #: the consumer moves between tasks, never offsets: each task assigns its own range.
-_POOL: dict[tuple[tuple[str, str], ...], Consumer] = {}
+#: Keyed by configuration; a consumer is reused only by a task of the same generation (query run, and no data
+#: loss seen since), because a librdkafka client that saw a topic before it was deleted and recreated can crash.
+_POOL: dict[tuple[tuple[str, str], ...], tuple[str, Consumer]] = {}
+_RETIRED: list[Consumer] = []
 
 
 class ReadConfig(Protocol):
@@ -63,6 +66,8 @@ class RangeSpec(Protocol):
     def start(self) -> int: ...
     @property
     def end(self) -> int: ...
+    @property
+    def generation(self) -> str: ...
 
 
 def report_loss(fail: bool, topic: str, partition: int, expected: int, low: int, high: int, cause: str) -> None:
@@ -95,6 +100,15 @@ def _arrow_batch(msgs: list[Any], offsets: list[int], part: RangeSpec, headers: 
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
+def _pooled(cfg: ReadConfig, generation: str) -> Consumer:
+    pooled = _POOL.pop(cfg.conf, None)
+    if pooled is not None:
+        if pooled[0] == generation:
+            return pooled[1]
+        _RETIRED.append(pooled[1])  # idle (unassigned) and kept: destroying it may touch the recreated topic
+    return cfg.consumer()
+
+
 def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
     """Consume ``[start, end)`` of one partition; one Arrow batch per ``consume`` call (at most 10k records)."""
     from confluent_kafka import KafkaError, TopicPartition
@@ -102,7 +116,7 @@ def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
     from connectors.routed_decode import decode_routed
 
     lost_codes = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
-    consumer = _POOL.pop(cfg.conf, None) or cfg.consumer()
+    consumer = _pooled(cfg, part.generation)
     tp = TopicPartition(part.topic, part.partition)
     done = False
     try:
@@ -161,7 +175,7 @@ def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
     finally:
         if done and cfg.conf not in _POOL:  # keep it for the next task of this (reused) Python worker
             consumer.unassign()
-            _POOL[cfg.conf] = consumer
+            _POOL[cfg.conf] = (part.generation, consumer)
         else:
             consumer.close()
 

@@ -15,6 +15,9 @@ Options (strings, as Spark passes them)::
                            (alias: maxRecordsPerTrigger) -- see connectors.offset_ranges
     minPartitions          at least this many tasks: large partitions are cut into offset ranges (Spark's
                            semantics; then task i is no longer combiner i)
+    failOnDataLoss         true (default): fail when checkpointed offsets are gone (DataLossError names topic,
+                           partition, expected and available offsets) | false: warn and skip (Spark's semantics)
+    includeHeaders         false (default) | true: Spark's ``headers`` column (decode=none only)
     probeTimeoutMs         how long a tail probe waits for partition EOF (default 5000)
     readTimeoutMs          how long a task waits for records it knows exist (default 60000)
     decode                 none (default: the Kafka columns above) | routed: values are routed records, decoded
@@ -31,11 +34,11 @@ client themselves, so they pickle. Secrets live only in the options
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import Counter
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
@@ -65,11 +68,6 @@ __all__ = ["SHORT_NAME", "KafkaDataSource", "kafka_options", "kafka_schema", "re
 SHORT_NAME = "skewroute-kafka"
 _SECRET_WORDS = ("password", "secret", "token")
 _DECODES = ("none", "routed")
-_LOSS = Counter(
-    "skewroute_spark_source_data_loss",
-    "partitions found with missing offsets and skipped (failOnDataLoss=false), seen by the driver",
-    ["topic"],
-)
 
 
 def kafka_options(kafka: KafkaSettings, prefix: str = "kafka.") -> dict[str, str]:
@@ -162,9 +160,10 @@ def _flag(lower: Mapping[str, str], name: str, default: bool) -> bool:
 class KafkaPartition(InputPartition):
     """One Kafka partition's offset range ``[start, end)`` = one Spark task."""
 
-    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+    def __init__(self, topic: str, partition: int, start: int, end: int, generation: str = "") -> None:
         super().__init__((topic, partition, start, end))
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
+        self.generation = generation  # executors reuse pooled consumers of the same generation only
 
 
 class KafkaDataSource(DataSource):
@@ -194,9 +193,11 @@ class _Reading:
     def __init__(self, cfg: _Config) -> None:
         self.cfg = cfg
         self._client: Consumer | None = None
+        self._generation = uuid.uuid4().hex[:12]  # per query run: a restarted query never reuses older clients
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"cfg": self.cfg, "_client": None}  # the driver's consumer never travels to executors
+        # the driver's consumer never travels to executors
+        return {"cfg": self.cfg, "_client": None, "_generation": self._generation}
 
     def _consumer(self) -> Consumer:
         if self._client is None:
@@ -257,9 +258,16 @@ class _Reading:
         ends = {t: {p: max(e, full[t][p]) for p, e in ps.items()} for t, ps in probe.ends.items()}
         return full, ends, skipped
 
+    def _new_generation(self) -> None:
+        """Clients that saw a topic before it was recreated must not be reused (librdkafka can crash on it)."""
+        self._generation = uuid.uuid4().hex[:12]
+        self._close()
+
     def _loss(self, topic: str, partition: int, expected: int, low: int, high: int, cause: str) -> None:
+        # Runs in Spark's Python source runner (a process of its own): the warning reaches the driver's log; the
+        # job's progress listener counts skipped partitions (end below start) as skewroute_spark_source_data_loss.
         report_loss(self.cfg.fail_on_data_loss, topic, partition, expected, low, high, cause)
-        _LOSS.labels(topic).inc()
+        self._new_generation()
 
     def _partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
         new = {t: [p for p in ps if p not in start.get(t, {})] for t, ps in end.items()}
@@ -275,7 +283,7 @@ class _Reading:
         if all(r.size == 0 for r in ranges):
             return []
         planned = split_ranges(ranges, self.cfg.min_partitions)
-        return [KafkaPartition(r.topic, r.partition, r.start, r.end) for r in planned]
+        return [KafkaPartition(r.topic, r.partition, r.start, r.end, self._generation) for r in planned]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Records ``[start, end)`` of one partition as Arrow batches (runs on an executor)."""

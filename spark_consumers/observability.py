@@ -24,15 +24,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-__all__ = ["BatchStats", "CombinerMetricsListener", "combiner_stage_stats"]
+__all__ = ["BatchStats", "CombinerMetricsListener", "combiner_stage_stats", "source_lag"]
 
 _STRAGGLER = Gauge("skewroute_spark_straggler_ratio", "max/median combiner task time, last batch", ["query"])
 _PARTIALS = Gauge("skewroute_spark_shuffled_partials", "partial aggregates shuffled to reducers, last batch", ["query"])
 _ROWS = Gauge("skewroute_spark_batch_input_rows", "records in the last micro-batch", ["query"])
+_LAG = Gauge("skewroute_spark_source_lag", "records between the batch's end and the latest offsets", ["query"])
+_LOSS = Counter(
+    "skewroute_spark_source_data_loss",
+    "partitions whose offsets went backwards (recreated/truncated topic skipped under failOnDataLoss=false)",
+    ["query"],
+)
 _TASK = Histogram(
     "skewroute_spark_combiner_task_seconds",
     "combiner (scan + partial aggregation) task run time",
@@ -59,10 +65,42 @@ class BatchStats:
     rows_dropped_by_watermark: int = 0
     state_rows: int = 0
     phase_ms: dict[str, int] = field(default_factory=dict)
+    lag: dict[str, int] = field(default_factory=dict)
+    skipped_partitions: int = 0
 
     def to_json(self) -> str:
         """One JSON line."""
         return json.dumps(asdict(self), separators=(",", ":"))
+
+
+def _offsets(raw: Any) -> dict[str, dict[str, int]]:
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {t: {str(p): int(o) for p, o in ps.items()} for t, ps in parsed.items() if isinstance(ps, dict)}
+
+
+def source_lag(sources: list[Any]) -> tuple[dict[str, int], int]:
+    """Per-partition lag (``"topic[p]"``: latest - end) and the partitions planned backwards (end < start).
+
+    Reads the Kafka-style offsets (``{topic: {partition: offset}}``) of each source's progress: its
+    ``latestOffset`` (what the source reports as available) against ``endOffset``.
+    """
+    lag: dict[str, int] = {}
+    skipped = 0
+    for src in sources:
+        start, end = _offsets(src.startOffset), _offsets(src.endOffset)
+        latest = _offsets(getattr(src, "latestOffset", None))
+        for t, ps in end.items():
+            for p, e in ps.items():
+                if e < start.get(t, {}).get(p, e):
+                    skipped += 1
+                if p in latest.get(t, {}):
+                    lag[f"{t}[{p}]"] = max(0, latest[t][p] - e)
+    return lag, skipped
 
 
 def _opt(o: Any) -> Any:
@@ -169,6 +207,7 @@ class CombinerMetricsListener(StreamingQueryListener):
             state_rows=sum(int(o.numRowsTotal) for o in ops),
             phase_ms={k: int(v) for k, v in (p.durationMs or {}).items()},
         )
+        stats.lag, stats.skipped_partitions = source_lag(p.sources or [])
         if stage is not None:
             tasks = stage["tasks"]
             stats.combiner_task_ms = [t["run_ms"] for t in tasks]
@@ -187,6 +226,9 @@ class CombinerMetricsListener(StreamingQueryListener):
                 with self.progress_log.open("a") as f:
                     f.write(s.to_json() + "\n")
         _ROWS.labels(s.query).set(s.input_rows)
+        _LAG.labels(s.query).set(sum(s.lag.values()))
+        if s.skipped_partitions:
+            _LOSS.labels(s.query).inc(s.skipped_partitions)
         _PARTIALS.labels(s.query).set(s.shuffled_partials)
         if s.straggler_ratio is not None:
             _STRAGGLER.labels(s.query).set(s.straggler_ratio)

@@ -30,6 +30,7 @@ def test_shipped_config_builds_its_spark_job(spark, path: Path, tmp_path: Path) 
     assert name == "skewroute_events" and writer is not None
 
 
+@pytest.mark.slow
 def test_shipped_config_job_starts_and_reads(spark, kafka, topic: str, tmp_path: Path) -> None:
     shipped = SkewrouteSettings.load(CONFIGS[0]).routes[0].model_dump(mode="json", exclude_none=True)
     settings = _local(CONFIGS[0], tmp_path, kafka=kafka.model_dump(), routes=[{**shipped, "raw_topic": topic}])

@@ -1,0 +1,29 @@
+"""Pure parts of the Spark side: lag and skipped partitions from progress, the results producer's timeouts."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from spark_consumers.observability import source_lag
+from spark_consumers.sinks import DELIVERY_TIMEOUT_MS, FLUSH_MARGIN_S, flush_wait_s, producer_conf
+
+
+def _src(start: dict, end: dict, latest: dict | None) -> SimpleNamespace:
+    return SimpleNamespace(
+        startOffset=json.dumps(start), endOffset=json.dumps(end), latestOffset=json.dumps(latest) if latest else None
+    )
+
+
+def test_lag_per_partition_and_skipped_partitions() -> None:
+    src = _src({"t": {"0": 10, "1": 100}}, {"t": {"0": 20, "1": 7}}, {"t": {"0": 50, "1": 7}})
+    assert source_lag([src]) == ({"t[0]": 30, "t[1]": 0}, 1)  # partition 1 went backwards (recreated, skipped)
+    assert source_lag([_src({"t": {"0": 1}}, {"t": {"0": 2}}, None)]) == ({}, 0)
+
+
+def test_delivery_timeout_is_below_the_tasks_wait() -> None:
+    assert producer_conf({})["message.timeout.ms"] == DELIVERY_TIMEOUT_MS
+    assert flush_wait_s({}) == DELIVERY_TIMEOUT_MS / 1000 + FLUSH_MARGIN_S
+    conf = producer_conf({"delivery.timeout.ms": 5000})  # librdkafka's alias: one setting, however it is named
+    assert conf["message.timeout.ms"] == 5000 and "delivery.timeout.ms" not in conf
+    assert flush_wait_s({"message.timeout.ms": 120_000}) == 120 + FLUSH_MARGIN_S
