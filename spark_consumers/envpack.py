@@ -151,6 +151,7 @@ def packed_env(cache: Path | None = None, root: Path | None = None, *, compress_
             )  # fmt: skip
         except Exception as exc:  # venv_pack raises its own VenvPackException and OSError
             raise PackError(f"venv-pack failed on {venv}: {exc}") from exc
+        part.chmod(0o644)  # venv-pack writes through mkstemp (0600)
         part.replace(archive)
         for old in cache.glob("skewroute-env-*.tar.gz"):
             if old != archive:
