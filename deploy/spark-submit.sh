@@ -30,6 +30,8 @@ done
 
 PY="${PYSPARK_PYTHON:-$PWD/.venv/bin/python}"
 SPARK_VERSION="$("$PY" -c 'import pyspark; print(pyspark.__version__)')"
+# The Spark of the installed PySpark (its bin/spark-submit), unless SPARK_HOME names another one.
+export SPARK_HOME="${SPARK_HOME:-$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
 SOURCE="${SKEWROUTE_SPARK__SOURCE:-$("$PY" - "$CONFIG" <<'PY'
 import sys
 from schemas.settings import SkewrouteSettings
@@ -68,4 +70,4 @@ JOB_ARGS=()
 [[ -n "$CONFIG" ]] && JOB_ARGS+=(--config "$CONFIG")
 [[ -n "$ROUTE" ]] && JOB_ARGS+=(--route "$ROUTE")
 set -x
-exec "${SPARK_SUBMIT:-$(dirname "$PY")/spark-submit}" "${ARGS[@]}" "$JOB" "${JOB_ARGS[@]}" "${EXTRA[@]}"
+exec "${SPARK_SUBMIT:-$SPARK_HOME/bin/spark-submit}" "${ARGS[@]}" "$JOB" "${JOB_ARGS[@]}" "${EXTRA[@]}"
