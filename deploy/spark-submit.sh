@@ -5,9 +5,12 @@
 #   deploy/spark-submit.sh --master yarn --deploy-mode cluster --config skewroute.yaml        # YARN
 #   SKEWROUTE_SPARK__SOURCE=kafka deploy/spark-submit.sh --master k8s://https://api:6443 ...  # Spark's Kafka source
 #
-# Every executor must be able to `import connectors.spark_source` (source=python): install the skewroute wheel
-# into the executors' Python (image or --archives venv.tar.gz#env with PYSPARK_PYTHON=./env/bin/python), or ship
-# it with --py-files (this script builds a zip of the packages when SKEWROUTE_PY_FILES=1).
+# Executors get the project's Python the way a cluster ships it: with a non-local master this script packs the
+# environment (skewroute + every dependency, venv-pack, cached; `python -m spark_consumers.envpack`) and passes
+# `--archives <pack>.tar.gz#environment`; executors run ./environment/bin/python (spark.sql.execution.pyspark.python).
+# No absolute path of this machine reaches an executor. The driver (client mode) keeps its own interpreter: it
+# plans the Python data source in Python workers of its own. Executor hosts need the same base Python as this one
+# (/usr/bin/python3.11 here); if they run the image of deploy/Dockerfile instead, set SKEWROUTE_SHIP_ENV=off.
 # With source=kafka the job needs the spark-sql-kafka package matching Spark's Scala and Spark versions.
 # Secrets: pass SASL passwords through the environment (SKEWROUTE_KAFKA__SASL_PASSWORD via
 # spark.yarn.appMasterEnv.* / spark.kubernetes.driverEnv.*), never on the command line.
@@ -27,6 +30,8 @@ done
 
 PY="${PYSPARK_PYTHON:-$PWD/.venv/bin/python}"
 SPARK_VERSION="$("$PY" -c 'import pyspark; print(pyspark.__version__)')"
+# The Spark of the installed PySpark (its bin/spark-submit), unless SPARK_HOME names another one.
+export SPARK_HOME="${SPARK_HOME:-$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
 SOURCE="${SKEWROUTE_SPARK__SOURCE:-$("$PY" - "$CONFIG" <<'PY'
 import sys
 from schemas.settings import SkewrouteSettings
@@ -36,8 +41,18 @@ PY
 JOB="$("$PY" -c 'import spark_consumers.job as j; print(j.__file__)')"
 
 ARGS=(--master "$MASTER" --deploy-mode "$DEPLOY_MODE" --name skewroute-spark
-      --conf spark.sql.shuffle.partitions="${SKEWROUTE_SPARK__SHUFFLE_PARTITIONS:-8}"
-      --conf spark.pyspark.python="$PY" --conf spark.pyspark.driver.python="$PY")
+      --conf spark.sql.shuffle.partitions="${SKEWROUTE_SPARK__SHUFFLE_PARTITIONS:-8}")
+if [[ "$MASTER" == local* ]]; then
+  ARGS+=(--conf spark.pyspark.python="$PY" --conf spark.pyspark.driver.python="$PY")
+elif [[ "${SKEWROUTE_SHIP_ENV:-auto}" != "off" ]]; then
+  PACK="$("$PY" -m spark_consumers.envpack)"
+  ARGS+=(--archives "$PACK#environment" --conf spark.sql.execution.pyspark.python=./environment/bin/python)
+  if [[ "$DEPLOY_MODE" == "cluster" ]]; then  # the driver runs where the archive is unpacked too
+    ARGS+=(--conf spark.pyspark.python=./environment/bin/python --conf spark.pyspark.driver.python=./environment/bin/python)
+  else
+    ARGS+=(--conf spark.pyspark.python="$PY" --conf spark.pyspark.driver.python="$PY")
+  fi
+fi
 if [[ "$SOURCE" == "kafka" ]]; then
   ARGS+=(--packages "org.apache.spark:spark-sql-kafka-0-10_2.13:${SPARK_VERSION}")
 fi
@@ -55,4 +70,4 @@ JOB_ARGS=()
 [[ -n "$CONFIG" ]] && JOB_ARGS+=(--config "$CONFIG")
 [[ -n "$ROUTE" ]] && JOB_ARGS+=(--route "$ROUTE")
 set -x
-exec "${SPARK_SUBMIT:-spark-submit}" "${ARGS[@]}" "$JOB" "${JOB_ARGS[@]}" "${EXTRA[@]}"
+exec "${SPARK_SUBMIT:-$SPARK_HOME/bin/spark-submit}" "${ARGS[@]}" "$JOB" "${JOB_ARGS[@]}" "${EXTRA[@]}"

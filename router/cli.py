@@ -24,6 +24,7 @@ app = typer.Typer(
 COMMAND_MODULES = (
     "router.commands.worker",
     "router.commands.spark",
+    "router.commands.spark_cluster",
     "router.commands.broker",
     "router.lab.commands.advise",
     "router.lab.commands.init",

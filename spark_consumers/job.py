@@ -41,6 +41,7 @@ __all__ = [
     "JobHandle",
     "build_session",
     "build_writer",
+    "executor_env_conf",
     "java_kafka_options",
     "main",
     "read_combiners",
@@ -64,11 +65,27 @@ def build_session(spark: SparkSettings, app_name: str = "skewroute-spark") -> Sp
     )
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit, whose --master wins
         b = b.master(spark.master)
+        for k, v in executor_env_conf(spark).items():
+            b = b.config(k, v)
     if spark.source == "kafka":
         b = b.config("spark.jars.packages", spark.kafka_package or _default_kafka_package())
     for k, v in spark.conf.items():
         b = b.config(k, v)
     return b.getOrCreate()
+
+
+def executor_env_conf(spark: SparkSettings) -> dict[str, str]:
+    """Ship the packed project environment to executors when the master is not local (see ``envpack``).
+
+    Nothing when the master is ``local[...]`` (executors are the driver's threads) or the configuration already
+    says how executors get their Python (``spark.archives`` or ``spark.sql.execution.pyspark.python`` in
+    ``spark.conf``).
+    """
+    if spark.master.startswith("local") or {"spark.archives", "spark.sql.execution.pyspark.python"} & set(spark.conf):
+        return {}
+    from spark_consumers.envpack import executor_python_conf, packed_env
+
+    return executor_python_conf(packed_env().archive)
 
 
 def _default_kafka_package() -> str:

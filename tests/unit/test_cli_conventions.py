@@ -23,10 +23,11 @@ MEANING = {
     "--seed": "seed",
     "--cost-factor": "cost_factor",
     "--routers": "routers",
+    "--workers": "workers",  # Spark worker JVMs only (router processes are --routers)
     "--bootstrap": "bootstrap",
 }  # fmt: skip
 #: Old names of the same things: one name each now.
-RETIRED = {"--tuples", "--workers", "--report", "--workdir"}
+RETIRED = {"--tuples", "--report", "--workdir"}
 
 
 def commands() -> Iterator[tuple[str, Any]]:

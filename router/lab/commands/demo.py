@@ -35,6 +35,9 @@ OutOpt = typer.Option(None, "--out", "-o", help="report folder (default reports/
 QuickOpt = typer.Option(False, "--quick", help="a short run for tests (12,000 records at 4,000/s)")
 SeedOpt = typer.Option(1, "--seed", help="workload seed")
 LiveOpt = typer.Option(True, "--live/--no-live", help="live progress table (on a terminal)")
+ClusterOpt = typer.Option(
+    False, "--cluster", help="Spark on a local standalone cluster (master + 2 workers x 1 core) instead of local[2]"
+)
 
 
 def demo(
@@ -50,6 +53,7 @@ def demo(
     quick: bool = QuickOpt,
     seed: int = SeedOpt,
     live: bool = LiveOpt,
+    cluster: bool = ClusterOpt,
 ) -> None:
     """Run the whole pipeline (broker, router workers, Spark) for a partitioner and for hash; write a report."""
     from router.lab.demo import DEFAULT_WORKLOAD, DemoOptions, run_demo
@@ -66,6 +70,7 @@ def demo(
         out=out or Path("reports") / f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}",
         seed=seed,
         live=live,
+        cluster=cluster,
     )
     command = "skewroute demo " + shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["demo"] else "skewroute demo"
     signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: every started process is stopped

@@ -46,6 +46,8 @@ class DemoOptions:
     seed: int = 1
     timeout_s: float = 600.0  # per partitioner run: longest wait for the pipeline to drain
     live: bool = True
+    cluster: bool = False  # Spark on a local standalone cluster (master + 2 workers x 1 core) instead of local[2]
+    spark_master: str = "local[2]"  # set by the runner to the started cluster's URL
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -120,13 +122,13 @@ def plan_run(
             "log_level": "WARNING",
         },
         "spark": {
-            "master": "local[2]",
+            "master": opts.spark_master,
             "trigger_interval": f"{opts.trigger_s:g} seconds",
             "window": f"{opts.window_s} seconds",
             "watermark": f"{opts.watermark_s} seconds",
             "sink": "kafka",
             "shuffle_partitions": opts.reducers,
-            "checkpoint_dir": str(folder / "checkpoints"),
+            "checkpoint_dir": str((folder / "checkpoints").resolve()),  # absolute: a cluster master needs it
             "progress_log": str(folder / "progress.jsonl"),
             "conf": {"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false"},
         },

@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from router.lab.demo.pipeline import DemoRunError, PipelineRun, run_pipeline, st
 from router.lab.demo.processes import Processes
 from router.lab.demo.report import render_markdown, routing_report, spark_plot, write_json
 from router.lab.demo.source import DemoInput, build_input
+from spark_consumers.cluster import StandaloneCluster
 
 __all__ = ["DemoResult", "run_demo"]
 
@@ -170,8 +171,14 @@ def run_demo(opts: DemoOptions, command: str = "skewroute demo", view: LiveView 
     view.note(f"demo: {len(data):,} records of {data.description}; report in {opts.out}")
     broker: EmbeddedBroker | None = None
     spark: _Spark | None = None
+    cluster: StandaloneCluster | None = None
     runs: dict[str, PipelineRun] = {}
     try:
+        if opts.cluster:  # executors in 2 worker JVMs with the packed environment (spark_consumers.envpack)
+            cluster = StandaloneCluster(opts.out.resolve() / "spark-cluster")
+            st = cluster.start(workers=2, cores=1, memory="1g")
+            opts = replace(opts, spark_master=st.master_url)
+            view.note(f"Spark standalone cluster {st.master_url}: 2 workers x 1 core")
         if opts.bootstrap is None:
             broker = EmbeddedBroker(free_port(), state_dir=opts.out / "broker").start()
             view.note(f"embedded broker (Tansu) on {broker.bootstrap}")
@@ -197,6 +204,8 @@ def run_demo(opts: DemoOptions, command: str = "skewroute demo", view: LiveView 
             spark.stop()
         if broker is not None:
             broker.stop()
+        if cluster is not None:
+            cluster.stop()
     return _write(opts, data, runs, command, bootstrap="embedded Tansu" if opts.bootstrap is None else opts.bootstrap,
                   seconds=time.monotonic() - started, warm_up_error=spark.warm_up_error if spark else None)  # fmt: skip
 
@@ -227,7 +236,7 @@ def _write(
             "rate_label": f"{opts.rate:,.0f} records/s" if opts.rate > 0 else "full speed",
             "routers": opts.routers, "combiners": opts.combiners, "reducers": opts.reducers,
             "partitioners": list(runs), "window_s": opts.window_s, "trigger_s": opts.trigger_s,
-            "metric_window_ms": opts.slide_ms, "spark_master": "local[2]", "broker": bootstrap,
+            "metric_window_ms": opts.slide_ms, "spark_master": opts.spark_master, "broker": bootstrap,
             "finished": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {socket.gethostname()} ({os.cpu_count()} cores)",
             "seconds": seconds, "command": command,
         },

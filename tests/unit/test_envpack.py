@@ -1,0 +1,67 @@
+"""The packed executor environment: when it is shipped, what reaches executors, when it is rebuilt."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from schemas.settings import SparkSettings
+from spark_consumers import envpack
+from spark_consumers.job import executor_env_conf
+
+
+def test_local_masters_and_explicit_executor_python_ship_nothing(monkeypatch) -> None:
+    monkeypatch.setattr(envpack, "packed_env", lambda *a, **k: pytest.fail("must not pack"))
+    assert executor_env_conf(SparkSettings(master="local[2]")) == {}
+    conf = {"spark.sql.execution.pyspark.python": "/usr/local/bin/python"}  # an image with the project in it
+    assert executor_env_conf(SparkSettings(master="spark://h:7077", checkpoint_dir="/shared/ck", conf=conf)) == {}
+
+
+def test_non_local_master_ships_the_archive_with_a_relative_interpreter(monkeypatch, tmp_path) -> None:
+    archive = tmp_path / "skewroute-env-x.tar.gz"
+    monkeypatch.setattr(envpack, "packed_env", lambda *a, **k: envpack.PackedEnv(archive, False, 0.0, 1))
+    conf = executor_env_conf(SparkSettings(master="spark://h:7077", checkpoint_dir="/shared/ck"))
+    assert conf == {
+        "spark.archives": f"{archive}#environment",
+        "spark.sql.execution.pyspark.python": "./environment/bin/python",
+    }
+    assert str(Path.cwd()) not in conf["spark.sql.execution.pyspark.python"]
+
+
+def test_fingerprint_follows_sources_and_pyproject(tmp_path) -> None:
+    root = envpack.project_root()
+    copy = tmp_path / "src"
+    for f in envpack._sources(root):
+        dest = copy / f.relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dest)
+    before = envpack.fingerprint(copy)
+    assert envpack.fingerprint(copy) == before
+    (copy / "spark_consumers" / "job.py").write_text((copy / "spark_consumers" / "job.py").read_text() + "\n# x\n")
+    changed = envpack.fingerprint(copy)
+    assert changed != before
+    (copy / "pyproject.toml").write_text((copy / "pyproject.toml").read_text() + "\n")
+    assert envpack.fingerprint(copy) != changed
+    (copy / "spark_consumers" / "__pycache__").mkdir(exist_ok=True)
+    before = envpack.fingerprint(copy)
+    (copy / "spark_consumers" / "__pycache__" / "x.pyc").write_bytes(b"0")  # bytecode is not a source
+    assert envpack.fingerprint(copy) == before
+
+
+def test_cached_archive_is_reused_without_building(tmp_path, monkeypatch) -> None:
+    root = envpack.project_root()
+    key = envpack.fingerprint(root)[:16]
+    (tmp_path / f"skewroute-env-{key}.tar.gz").write_bytes(b"x" * 10)
+    monkeypatch.setattr(envpack, "_install", lambda *a: pytest.fail("must not build"))
+    env = envpack.packed_env(tmp_path, root)
+    assert not env.built and env.size_bytes == 10
+
+
+def test_spark_cluster_status_without_a_cluster_fails_clearly(tmp_path) -> None:
+    from router.cli import app
+
+    res = CliRunner().invoke(app, ["spark-cluster", "status", "--state-dir", str(tmp_path)])
+    assert res.exit_code == 1 and "no cluster started" in res.output
