@@ -16,6 +16,8 @@ from tests.integration.spark_support import T0
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "deploy" / "configs").glob("*.yaml"))
+#: The first shipped config with a file sink (its output is checked below).
+PARQUET = next(p for p in CONFIGS if SkewrouteSettings.load(p).spark.sink == "parquet")
 
 
 def _local(path: Path, tmp_path: Path, **top: object) -> SkewrouteSettings:
@@ -27,13 +29,13 @@ def _local(path: Path, tmp_path: Path, **top: object) -> SkewrouteSettings:
 def test_shipped_config_builds_its_spark_job(spark, path: Path, tmp_path: Path) -> None:
     settings = _local(path, tmp_path)
     writer, name = build_writer(spark, settings)
-    assert name == "skewroute_events" and writer is not None
+    assert name == f"skewroute_{settings.routes[0].route_name}" and writer is not None
 
 
 @pytest.mark.slow
 def test_shipped_config_job_starts_and_reads(spark, kafka, topic: str, tmp_path: Path) -> None:
-    shipped = SkewrouteSettings.load(CONFIGS[0]).routes[0].model_dump(mode="json", exclude_none=True)
-    settings = _local(CONFIGS[0], tmp_path, kafka=kafka.model_dump(), routes=[{**shipped, "raw_topic": topic}])
+    shipped = SkewrouteSettings.load(PARQUET).routes[0].model_dump(mode="json", exclude_none=True)
+    settings = _local(PARQUET, tmp_path, kafka=kafka.model_dump(), routes=[{**shipped, "raw_topic": topic}])
     route = settings.routes[0]
     ensure_topics(make_admin(kafka), [TopicSpec(route.combiner_topic_name, route.combiners, exact=True)])
     n = 400
