@@ -244,10 +244,11 @@ class SparkSettings(_Model):
     dedupe: bool = Field(
         False, description="drop replayed routed records on their source position (tp, p, o) within the watermark"
     )
-    isolation_level: Literal["read_committed", "read_uncommitted"] = Field(
+    isolation_level: Literal["read_committed", "read_uncommitted", "auto"] = Field(
         "read_committed",
         description="reading transactional combiner topics; read_uncommitted (with dedupe) on Tansu, which never "
-        "aborts a killed exactly_once worker's open transaction",
+        "aborts a killed exactly_once worker's open transaction; auto: detect the broker (read_committed on "
+        "Apache Kafka, read_uncommitted on Tansu)",
     )
     item_field: str | None = Field(
         None, description="dotted JSON path in the raw record for approx_distinct/top_k (default: the measure)"
