@@ -206,6 +206,11 @@ class RouterSettings(_Model):
         description="at_least_once: commit raw offsets after the outputs are acked (dedup downstream on (tp, p, o)); "
         "exactly_once: outputs and offsets in one Kafka transaction per batch (read_committed consumers)",
     )
+    on_data_loss: Literal["fail", "skip"] = Field(
+        "fail",
+        description="a committed raw offset below the log start (retention deleted unread records): fail the "
+        "worker with a data-loss error naming the offsets, or log it and go on from the log start",
+    )
     control_topic: str = Field("skewroute.control", description="Dalton sync control topic")
     dsync_ms: int = Field(1_000, ge=10, description="initial Dalton sync interval (ms)")
     state_dir: Path = Field(Path(".skewroute"), description="where workers keep local state")
