@@ -120,7 +120,8 @@ def test_sigkilled_exactly_once_router_fenced_by_successor_exact_without_dedupe(
     wait_for(lambda: _count(kafka, results) < written, 60, "the log cleaner to compact the results topic")
     assert_same(read_results(kafka, results), want)  # latest value per (window, key) == the final aggregate
     print(
-        f"\naborted copies in the log {aborted}; spark {time.monotonic() - t0:.1f} s; results written {written}, "
+        f"\nkills {kills}, aborted copies in the log {aborted}; spark {time.monotonic() - t0:.1f} s; "
+        f"results written {written}, "
         f"after compaction {_count(kafka, results)}, final (window, key)s {len(want)}"
     )
 
