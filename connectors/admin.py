@@ -18,12 +18,17 @@ __all__ = ["TopicSpec", "ensure_route_topics", "ensure_topics", "partition_count
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """A topic and the partition count it must have (``exact``: refuse another count)."""
+    """A topic and the partition count it must have (``exact``: refuse another count).
+
+    ``replication`` ``None`` = the broker's ``default.replication.factor``; ``config``: topic configs at creation
+    (an existing topic's configs are left alone).
+    """
 
     name: str
     partitions: int
-    replication: int = 1
+    replication: int | None = None
     exact: bool = False
+    config: tuple[tuple[str, str], ...] = ()
 
 
 def route_topics(route: RouteSettings, control_topic: str | None = None) -> list[TopicSpec]:
@@ -73,7 +78,15 @@ def ensure_topics(admin: AdminClient, specs: Iterable[TopicSpec], timeout: float
             )
     if missing:
         futures = admin.create_topics(
-            [NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replication) for s in missing],
+            [
+                NewTopic(
+                    s.name,
+                    num_partitions=s.partitions,
+                    replication_factor=-1 if s.replication is None else s.replication,
+                    config=dict(s.config),
+                )
+                for s in missing
+            ],
             operation_timeout=timeout,
         )
         for name, fut in futures.items():

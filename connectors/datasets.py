@@ -7,8 +7,9 @@ Built through :func:`connectors.workloads.make_workload`:
   without the key field (e.g. no tail number) are dropped. Suggested window: 7 days sliding by 1 day.
 - ``words:lang=en,vocab=50000,switch=fr,at=0.5`` — words drawn from a language's ``wordfreq``
   frequency list (top ``vocab`` words); with ``switch``, the language changes after ``at`` of the stream.
-- ``file:path=sample.jsonl,key=user,time=ts,format=auto`` — replay JSON lines or CSV; ``time`` is
-  optional (numbers are taken as is, ISO dates become epoch milliseconds; absent: a tuple counter).
+- ``file:path=sample.jsonl,key=user.id,time=ts,unit=ms,format=auto`` — replay JSON lines or CSV, its fields
+  named as a route names them (``key`` = ``key.field``, ``time`` = ``time.field``, ``unit`` = ``time.unit``:
+  ms, s or iso) and read by the router's extractor; without ``time`` a record's time is its position.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from connectors.workloads import DEFAULT_BATCH, Batch, Workload, _common
+from connectors.workload_types import DEFAULT_BATCH, Batch, Workload, common_params
 
 __all__ = ["FLIGHT_KEYS", "build", "flights_frame", "word_distribution"]
 
@@ -94,7 +95,7 @@ def word_distribution(lang: str, vocab: int) -> tuple[npt.NDArray[np.str_], npt.
 
 
 def _words(p: dict[str, Any]) -> Workload:
-    tuples, batch, seed = _common(p)
+    tuples, batch, seed = common_params(p)
     lang, vocab = str(p.pop("lang", "en")), int(p.pop("vocab", 50_000))
     switch = p.pop("switch", None)
     at = float(p.pop("at", 0.5))
@@ -117,32 +118,68 @@ def _words(p: dict[str, Any]) -> Workload:
     return Workload(name, make, tuples, description=desc, params={"cut": cut})
 
 
-def _parse_time(value: Any) -> int:
-    if isinstance(value, int | float):
-        return int(value)
-    text = str(value).strip()
-    try:
-        return int(float(text))
-    except ValueError:
-        return int(np.datetime64(text.replace("Z", ""), "ms").astype(np.int64))
+class _FileRecord:
+    """A line of a sample file in the shape the router's extractor reads (value bytes, no Kafka key)."""
+
+    __slots__ = ("_offset", "_value")
+
+    def __init__(self, value: bytes, offset: int) -> None:
+        self._value, self._offset = value, offset
+
+    def value(self) -> bytes:
+        return self._value
+
+    def key(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, self._offset  # no time field: the record's position
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._offset
+
+    def topic(self) -> str:
+        return "file"
 
 
-def _records(path: Path, fmt: str) -> Iterator[dict[str, Any]]:
+def _cell(text: str | None) -> Any:
+    """A CSV cell as JSON would carry it: an int, a float, or the string."""
+    if text is None:
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _lines(path: Path, fmt: str) -> Iterator[bytes]:
     with path.open(newline="", encoding="utf-8") as fh:
         if fmt == "csv":
-            yield from csv.DictReader(fh)
+            for row in csv.DictReader(fh):
+                yield json.dumps({k: _cell(v) for k, v in row.items()}).encode()
             return
-        for lineno, line in enumerate(fh, 1):
+        for line in fh:
             if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+                yield line.strip().encode()
 
 
 def _file(p: dict[str, Any]) -> Workload:
+    """A JSON-lines or CSV sample; its fields are named as a route names them, and read by the same extractor.
+
+    ``key=PATH`` is a route's ``key: {source: field, field: PATH}``; ``time=PATH`` and ``unit=ms|s|iso`` are
+    ``time: {source: field, field: PATH, unit: ...}``; without ``time`` a record's time is its position.
+    """
+    from router.extract import Extractor  # the router's own extraction (dotted paths, units, errors)
+    from schemas.settings import KeySpec, RouteSettings, TimeSpec
+
     path = Path(str(p.pop("path")))
     key, time_field = str(p.pop("key", "key")), p.pop("time", None)
+    unit = str(p.pop("unit", "ms"))
     fmt = str(p.pop("format", "auto"))
     batch = int(p.pop("batch", DEFAULT_BATCH))
     limit = p.pop("tuples", None)
@@ -151,32 +188,41 @@ def _file(p: dict[str, Any]) -> Workload:
         fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
     if fmt not in ("csv", "jsonl"):
         raise ValueError(f"file: format must be csv, jsonl or auto, got {fmt!r}")
+    if unit not in ("ms", "s", "iso"):
+        raise ValueError(f"file: unit must be ms, s or iso, got {unit!r}")
     if not path.is_file():
         raise ValueError(f"file: {path} does not exist")
+    time_spec = TimeSpec(source="field", field=str(time_field), unit=unit) if time_field else TimeSpec()
+    route = RouteSettings(raw_topic="file", key=KeySpec(field=key), time=time_spec, max_record_bytes=1 << 30)
+    extractor = Extractor(route)
 
     def make() -> Iterator[Batch]:
-        keys: list[str] = []
-        times: list[int] = []
-        for count, rec in enumerate(_records(path, fmt)):
+        msgs: list[_FileRecord] = []
+        for count, line in enumerate(_lines(path, fmt)):
             if limit is not None and count >= int(limit):
                 break
-            if key not in rec or rec[key] is None:
-                raise ValueError(f"file {path}: record {count + 1} has no key field {key!r}")
-            keys.append(str(rec[key]))
-            times.append(_parse_time(rec[time_field]) if time_field else count)
-            if len(keys) == batch:
-                yield np.array(keys, dtype=str), np.array(times, dtype=np.int64)
-                keys, times = [], []
-        if keys:
-            yield np.array(keys, dtype=str), np.array(times, dtype=np.int64)
+            msgs.append(_FileRecord(line, count))
+            if len(msgs) == batch:
+                yield _batch(extractor, msgs, path)
+                msgs = []
+        if msgs:
+            yield _batch(extractor, msgs, path)
 
     return Workload(
         f"file({path.name},key={key})",
         make,
         int(limit) if limit is not None else None,
         description=f"replay of {path} ({fmt}), key field {key!r}"
-        + (f", time field {time_field!r}" if time_field else ""),
+        + (f", time field {time_field!r} ({unit})" if time_field else ""),
     )
+
+
+def _batch(extractor: Any, msgs: list[_FileRecord], path: Path) -> Batch:
+    ex = extractor.extract(msgs)
+    if ex.bad:
+        bad = ex.bad[0]
+        raise ValueError(f"file {path}: record {bad.message.offset() + 1}: {bad.error}")
+    return np.array(ex.keys, dtype=str), np.array(ex.times, dtype=np.int64)
 
 
 _KINDS = {"flights": _flights, "words": _words, "file": _file}

@@ -18,29 +18,29 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from connectors.offset_ranges import Offsets
 from schemas.exceptions import BrokerError
 
 __all__ = [
     "EARLIEST",
     "LATEST",
     "Offsets",
-    "distribute_budget",
     "make_probe_consumer",
     "parse_starting_offsets",
+    "Probe",
     "probe_ends",
+    "probe_partitions",
     "topic_partitions",
 ]
 
 #: Spark's conventions in a JSON offsets spec.
 EARLIEST = -2
 LATEST = -1
-
-#: ``{topic: {partition (str): next offset to read}}`` (JSON-able, the data source's offset format).
-Offsets = dict[str, dict[str, int]]
 
 
 def make_probe_consumer(conf: Mapping[str, Any]) -> Consumer:
@@ -51,13 +51,14 @@ def make_probe_consumer(conf: Mapping[str, Any]) -> Consumer:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 20,
             "max.partition.fetch.bytes": 16 << 20,  # big fetches: one task reads a whole combiner partition
             "fetch.max.bytes": 64 << 20,
             "queued.max.messages.kbytes": 256 << 10,
             "socket.connection.setup.timeout.ms": 5000,
             **conf,
+            # a missing offset is an error event (data loss), never a silent jump to the partition's start
+            "auto.offset.reset": "error",
         }
     )
 
@@ -91,32 +92,38 @@ def parse_starting_offsets(spec: str, topics: list[str]) -> dict[str, dict[str, 
     return {t: {str(p): int(o) for p, o in parts.items()} for t, parts in raw.items()}
 
 
-def probe_ends(
-    consumer: Consumer,
-    starts: Offsets,
-    *,
-    cap: int | None = None,
-    timeout: float = 5.0,
-) -> Offsets:
-    """The true end offset of every partition in ``starts`` (capped at ``start + cap`` when ``cap`` is given).
+@dataclass
+class Probe:
+    """What a probe found: true ends, low watermarks, and which ends were confirmed by a partition-EOF event."""
 
-    See the module docstring for why watermarks are not enough. A partition whose EOF does not arrive within
-    ``timeout`` gets the highest offset seen + 1 (at least the watermark), so a slow broker delays records to
-    the next micro-batch but never skips any.
+    ends: Offsets
+    lows: Offsets
+    exact: set[tuple[str, str]] = field(default_factory=set)
+
+
+def probe_partitions(consumer: Consumer, starts: Offsets, *, cap: int | None = None, timeout: float = 5.0) -> Probe:
+    """The true end of every partition in ``starts`` (see the module docstring), never assumed >= its start.
+
+    The probe reads from the start of each partition's last batch (``high - 1``, or ``low`` when empty), which
+    always exists, so a checkpointed start beyond a recreated or truncated partition's end shows as an end
+    below the start (``exact``: confirmed by EOF) instead of a fetch error. With ``cap``, a partition with at
+    least ``cap`` records past its start below ``high - 1`` gets ``start + cap`` without probing. A partition
+    whose EOF does not arrive within ``timeout`` gets the highest offset seen + 1 (at least the watermark) and
+    is not ``exact``: a slow broker delays records to the next micro-batch but never skips any.
     """
-    ends: Offsets = {t: {} for t in starts}
+    res = Probe({t: {} for t in starts}, {t: {} for t in starts})
     probe: list[TopicPartition] = []
     for t, parts in starts.items():
         for p, start in parts.items():
             lo, hi = consumer.get_watermark_offsets(TopicPartition(t, int(p)), timeout=timeout, cached=False)
-            start = max(start, lo)
-            if cap is not None and start + cap <= hi - 1:
-                ends[t][p] = start + cap  # offsets below hi - 1 exist: no need to look at the tail
+            res.lows[t][p] = lo
+            if cap is not None and max(start, lo) + cap <= hi - 1:
+                res.ends[t][p] = max(start, lo) + cap  # offsets below hi - 1 exist: no need to look at the tail
                 continue
-            ends[t][p] = max(start, hi)
-            probe.append(TopicPartition(t, int(p), max(start, hi - 1)))
+            res.ends[t][p] = hi
+            probe.append(TopicPartition(t, int(p), max(lo, hi - 1)))
     if not probe:
-        return ends
+        return res
     pending = {(tp.topic, tp.partition) for tp in probe}
     consumer.assign(probe)
     try:
@@ -126,39 +133,29 @@ def probe_ends(
                 key = (m.topic(), m.partition())
                 off = m.offset() or 0
                 err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if key in pending:
-                            ends[key[0]][str(key[1])] = max(ends[key[0]][str(key[1])], off)
-                            pending.discard(key)
-                        continue
-                    raise BrokerError(f"probing {key[0]}[{key[1]}]: {err.str()}")
                 if key not in pending:
                     continue
-                ends[key[0]][str(key[1])] = max(ends[key[0]][str(key[1])], off + 1)
-                if cap is not None and off + 1 >= starts[key[0]][str(key[1])] + cap:
+                t, p = key[0], str(key[1])
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        res.ends[t][p] = max(res.ends[t][p], off)
+                        res.exact.add((t, p))
+                        pending.discard(key)
+                        continue
+                    raise BrokerError(f"probing {t}[{p}]: {err.str()}")
+                res.ends[t][p] = max(res.ends[t][p], off + 1)
+                if cap is not None and off + 1 >= max(starts[t][p], res.lows[t][p]) + cap:
                     pending.discard(key)
     finally:
         consumer.unassign()
     if cap is not None:
-        for t, parts in ends.items():
+        for t, parts in res.ends.items():
             for p, e in parts.items():
-                parts[p] = min(e, starts[t][p] + cap)
-    return ends
+                parts[p] = min(e, max(starts[t][p], res.lows[t][p]) + cap)
+    return res
 
 
-def distribute_budget(starts: Offsets, ends: Offsets, budget: int | None) -> Offsets:
-    """End offsets taking at most ``budget`` records in total, shared in proportion to each partition's lag.
-
-    Like Spark's ``maxOffsetsPerTrigger``: a partition with lag ``l`` of total lag ``L`` gets ``budget·l/L``
-    (rounded down, the remainder to the largest lags), so a skewed partition stays the largest task.
-    """
-    lags = {(t, p): max(0, ends[t][p] - starts[t][p]) for t in starts for p in starts[t]}
-    total = sum(lags.values())
-    if budget is None or total <= budget:
-        return {t: dict(ends[t]) for t in starts}
-    take = {k: budget * lag // total for k, lag in lags.items()}
-    rest = budget - sum(take.values())
-    for k in sorted(lags, key=lambda k: lags[k] - take[k], reverse=True)[:rest]:
-        take[k] += 1
-    return {t: {p: starts[t][p] + take[(t, p)] for p in starts[t]} for t in starts}
+def probe_ends(consumer: Consumer, starts: Offsets, *, cap: int | None = None, timeout: float = 5.0) -> Offsets:
+    """:func:`probe_partitions`' ends, each raised to at least ``max(start, low)``."""
+    res = probe_partitions(consumer, starts, cap=cap, timeout=timeout)
+    return {t: {p: max(e, starts[t][p], res.lows[t][p]) for p, e in parts.items()} for t, parts in res.ends.items()}

@@ -11,7 +11,10 @@ Options (strings, as Spark passes them)::
     kafka.<property>       any librdkafka property: kafka.bootstrap.servers, kafka.security.protocol,
                            kafka.sasl.mechanism, kafka.sasl.username, kafka.sasl.password, kafka.ssl.* ...
     startingOffsets        earliest (default) | latest | {"topic": {"0": 42, "1": -2}}  (-2 earliest, -1 latest)
-    maxRecordsPerTrigger   records per micro-batch at most, shared by lag (alias: maxOffsetsPerTrigger)
+    maxOffsetsPerTrigger   records per micro-batch at most, shared in proportion to each partition's real lag
+                           (alias: maxRecordsPerTrigger) -- see connectors.offset_ranges
+    minPartitions          at least this many tasks: large partitions are cut into offset ranges (Spark's
+                           semantics; then task i is no longer combiner i)
     probeTimeoutMs         how long a tail probe waits for partition EOF (default 5000)
     readTimeoutMs          how long a task waits for records it knows exist (default 60000)
     decode                 none (default: the Kafka columns above) | routed: values are routed records, decoded
@@ -32,28 +35,24 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client import Counter
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
     StructType,
-    TimestampType,
 )
 
 from connectors.kafka_offsets import (
     EARLIEST,
     LATEST,
-    Offsets,
-    distribute_budget,
     make_probe_consumer,
     parse_starting_offsets,
     probe_ends,
+    probe_partitions,
     topic_partitions,
 )
+from connectors.kafka_read import kafka_schema, read_range, report_loss
+from connectors.offset_ranges import OffsetRange, Offsets, distribute_budget, floor_at, split_ranges
 from schemas.settings import KafkaSettings
 
 if TYPE_CHECKING:
@@ -65,27 +64,12 @@ __all__ = ["SHORT_NAME", "KafkaDataSource", "kafka_options", "kafka_schema", "re
 
 SHORT_NAME = "skewroute-kafka"
 _SECRET_WORDS = ("password", "secret", "token")
-_CONSUME_MAX = 10_000
 _DECODES = ("none", "routed")
-#: One idle consumer per configuration per Python worker process. Spark reuses Python workers across tasks
-#: (``spark.python.worker.reuse``), so a task skips the connect + metadata round trips of a new client. Only
-#: the consumer moves between tasks, never offsets: each task assigns its own range.
-_POOL: dict[tuple[tuple[str, str], ...], Consumer] = {}
-
-
-def kafka_schema() -> StructType:
-    """The columns of Spark's Kafka source (without headers)."""
-    return StructType(
-        [
-            StructField("key", BinaryType(), True),
-            StructField("value", BinaryType(), True),
-            StructField("topic", StringType(), True),
-            StructField("partition", IntegerType(), True),
-            StructField("offset", LongType(), True),
-            StructField("timestamp", TimestampType(), True),
-            StructField("timestampType", IntegerType(), True),
-        ]
-    )
+_LOSS = Counter(
+    "skewroute_spark_source_data_loss",
+    "partitions found with missing offsets and skipped (failOnDataLoss=false), seen by the driver",
+    ["topic"],
+)
 
 
 def kafka_options(kafka: KafkaSettings, prefix: str = "kafka.") -> dict[str, str]:
@@ -118,6 +102,9 @@ class _Config:
     probe_timeout: float
     read_timeout: float
     decode: str = "none"
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> _Config:
@@ -133,6 +120,14 @@ class _Config:
         decode = lower.get("decode", "none").strip().lower()
         if decode not in _DECODES:
             raise ValueError(f"{SHORT_NAME}: option 'decode' must be one of {', '.join(_DECODES)} (got {decode!r})")
+        min_parts = lower.get("minpartitions")
+        if min_parts is not None and (not min_parts.strip().isdigit() or int(min_parts) < 1):
+            raise ValueError(f"{SHORT_NAME}: option 'minPartitions' must be a positive integer (got {min_parts!r})")
+        flags = {
+            name: _flag(lower, name, default) for name, default in (("failOnDataLoss", True), ("includeHeaders", False))
+        }
+        if flags["includeHeaders"] and decode == "routed":
+            raise ValueError(f"{SHORT_NAME}: option 'includeHeaders' needs decode=none (got decode={decode!r})")
         return cls(
             topics=topics,
             conf=conf,
@@ -141,6 +136,9 @@ class _Config:
             probe_timeout=float(lower.get("probetimeoutms", "5000")) / 1000,
             read_timeout=float(lower.get("readtimeoutms", "60000")) / 1000,
             decode=decode,
+            min_partitions=int(min_parts) if min_parts is not None else None,
+            fail_on_data_loss=flags["failOnDataLoss"],
+            include_headers=flags["includeHeaders"],
         )
 
     def consumer(self) -> Consumer:
@@ -150,6 +148,15 @@ class _Config:
     def __repr__(self) -> str:
         shown = {k: ("***" if any(w in k for w in _SECRET_WORDS) else v) for k, v in self.conf}
         return f"_Config(topics={self.topics}, conf={shown}, starting={self.starting!r}, max={self.max_records})"
+
+
+def _flag(lower: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = lower.get(name.lower())
+    if raw is None:
+        return default
+    if raw.strip().lower() not in ("true", "false"):
+        raise ValueError(f"{SHORT_NAME}: option {name!r} must be true or false (got {raw!r})")
+    return raw.strip().lower() == "true"
 
 
 class KafkaPartition(InputPartition):
@@ -219,27 +226,63 @@ class _Reading:
                     ps[p] = ends[t][p]
         return out
 
-    def _ends(self, start: Offsets, cap: int | None) -> Offsets:
+    def _ends(self, start: Offsets) -> tuple[Offsets, Offsets, Offsets]:
+        """(starts, true ends, skipped) of every partition; data loss raised or reported (``failOnDataLoss``).
+
+        Uncapped: the budget is shared by real lag. New partitions start at their low watermark. ``skipped``:
+        partitions whose end is below their checkpointed start (recreated/truncated) under failOnDataLoss=false;
+        their end is planned there, so the next batch continues from the partition's new end (as Spark does).
+        """
         counts = topic_partitions(self._consumer(), list(self.cfg.topics))
-        full = {t: {str(p): start.get(t, {}).get(str(p), 0) for p in range(n)} for t, n in counts.items()}
-        return probe_ends(self._consumer(), full, cap=cap, timeout=self.cfg.probe_timeout)
+        fail = self.cfg.fail_on_data_loss
+        for t, ps in start.items():
+            for p, s in ps.items():
+                if t in counts and int(p) >= counts[t]:
+                    self._loss(t, int(p), s, -1, -1, f"the topic has {counts[t]} partitions now")
+        full = {t: {str(p): start.get(t, {}).get(str(p), -1) for p in range(n)} for t, n in counts.items()}
+        probe = probe_partitions(self._consumer(), full, timeout=self.cfg.probe_timeout)
+        skipped: Offsets = {}
+        for t, ps in full.items():
+            for p, s in ps.items():
+                lo, end = probe.lows[t][p], probe.ends[t][p]
+                if s < 0:  # a partition the checkpoint does not know: from its beginning
+                    ps[p] = lo
+                elif (t, p) in probe.exact and end < s:
+                    self._loss(t, int(p), s, lo, end, "the partition ends before it: topic recreated or truncated")
+                    skipped.setdefault(t, {})[p] = end
+                elif lo > s:
+                    self._loss(t, int(p), s, lo, end, "records removed: retention, truncation or a recreated topic")
+                    if not fail:
+                        ps[p] = lo
+        ends = {t: {p: max(e, full[t][p]) for p, e in ps.items()} for t, ps in probe.ends.items()}
+        return full, ends, skipped
+
+    def _loss(self, topic: str, partition: int, expected: int, low: int, high: int, cause: str) -> None:
+        report_loss(self.cfg.fail_on_data_loss, topic, partition, expected, low, high, cause)
+        _LOSS.labels(topic).inc()
 
     def _partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        parts = [
-            KafkaPartition(t, int(p), start.get(t, {}).get(p, 0), e)
+        new = {t: [p for p in ps if p not in start.get(t, {})] for t, ps in end.items()}
+        lows = {
+            t: {p: self._consumer().get_watermark_offsets(_tp(t, p), timeout=10, cached=False)[0] for p in ps}
+            for t, ps in new.items()
+        }
+        ranges = [
+            OffsetRange(t, int(p), start[t][p] if p in start.get(t, {}) else lows[t][p], e)
             for t in sorted(end)
             for p, e in sorted(end[t].items(), key=lambda kv: int(kv[0]))
         ]
-        if all(p.start >= p.end for p in parts):
+        if all(r.size == 0 for r in ranges):
             return []
-        return parts
+        planned = split_ranges(ranges, self.cfg.min_partitions)
+        return [KafkaPartition(r.topic, r.partition, r.start, r.end) for r in planned]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Records ``[start, end)`` of one partition as Arrow batches (runs on an executor)."""
         assert isinstance(partition, KafkaPartition)
         if partition.start >= partition.end:
             return iter(())
-        return _read_range(self.cfg, partition)
+        return read_range(self.cfg, partition)
 
     def _close(self) -> None:
         if self._client is not None:
@@ -253,9 +296,10 @@ class KafkaStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailab
     def __init__(self, cfg: _Config) -> None:
         super().__init__(cfg)
         self._target: Offsets | None = None
+        self._latest: Offsets | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "_target": None}
+        return {**super().__getstate__(), "_target": None, "_latest": None}
 
     def initialOffset(self) -> dict:
         """Where a new query starts (a restarted one resumes from its checkpoint instead)."""
@@ -268,15 +312,22 @@ class KafkaStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailab
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """True ends (probed), at most ``limit`` records past ``start`` shared by lag, capped by AvailableNow."""
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        ends = self._ends(start, budget)
+        full_start, ends, skipped = self._ends(start)
+        self._latest = ends
         if self._target is not None:
             ends = {t: {p: min(e, self._target.get(t, {}).get(p, e)) for p, e in ps.items()} for t, ps in ends.items()}
-        full_start = {t: {p: start.get(t, {}).get(p, 0) for p in ps} for t, ps in ends.items()}
-        return distribute_budget(full_start, ends, budget)
+        planned = floor_at(distribute_budget(full_start, ends, budget), full_start)
+        for t, ps in skipped.items():
+            planned[t].update(ps)
+        return planned
+
+    def reportLatestOffset(self) -> dict | None:
+        """The true ends found by the last ``latestOffset`` (progress shows them next to the batch's end)."""
+        return self._latest
 
     def prepareForTriggerAvailableNow(self) -> None:
-        """Freeze the target: the true ends now."""
-        self._target = self._ends({}, None)
+        """Freeze the target: the true ends now (never planned below a batch's start, see ``latestOffset``)."""
+        self._target = self._ends({})[1]
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         """One input partition per Kafka partition, in partition order (task index = combiner id)."""
@@ -296,7 +347,7 @@ class KafkaBatchReader(_Reading, DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         """One input partition per Kafka partition."""
         start = self._resolve(self.cfg.starting)
-        end = self._ends(start, None)
+        end = probe_ends(self._consumer(), start, timeout=self.cfg.probe_timeout)
         self._close()
         return self._partitions(start, end) or [KafkaPartition(self.cfg.topics[0], 0, 0, 0)]
 
@@ -305,79 +356,3 @@ def _tp(topic: str, partition: str | int) -> Any:
     from confluent_kafka import TopicPartition
 
     return TopicPartition(topic, int(partition))
-
-
-def _read_range(cfg: _Config, part: KafkaPartition) -> Iterator[pa.RecordBatch]:
-    """Consume ``[start, end)`` of one partition; one Arrow batch per ``consume`` call (at most 10k records)."""
-    import time
-
-    import pyarrow as pa
-    from confluent_kafka import KafkaError, TopicPartition
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from connectors.routed_decode import decode_routed
-    from schemas.exceptions import BrokerError
-
-    schema = to_arrow_schema(kafka_schema(), timezone="UTC")
-    topic_scalar, part_scalar = pa.scalar(part.topic, pa.string()), pa.scalar(part.partition, pa.int32())
-    consumer = _POOL.pop(cfg.conf, None) or cfg.consumer()
-    next_offset = part.start
-    done = False
-    try:
-        consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
-        deadline = time.monotonic() + cfg.read_timeout
-        while next_offset < part.end:
-            msgs = consumer.consume(min(_CONSUME_MAX, part.end - next_offset + 1), timeout=0.2)
-            if not msgs:
-                if time.monotonic() > deadline:
-                    raise BrokerError(
-                        f"{part.topic}[{part.partition}]: offsets {next_offset}..{part.end} not readable "
-                        f"within {cfg.read_timeout:.0f} s"
-                    )
-                continue
-            deadline = time.monotonic() + cfg.read_timeout
-            eof = False
-            bad = [m for m in msgs if m.error() is not None]
-            if bad:
-                for m in bad:
-                    err = m.error()
-                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                        raise BrokerError(f"reading {part.topic}[{part.partition}]: {err.str()}")
-                    if (m.offset() or 0) >= part.end:  # the range ends in offsets with no record (markers)
-                        eof = True
-                msgs = [m for m in msgs if m.error() is None]
-            offsets: list[int] = [m.offset() for m in msgs]  # type: ignore[misc]  # never None on records
-            if offsets and offsets[-1] >= part.end:
-                keep = sum(1 for o in offsets if o < part.end)
-                msgs, offsets = msgs[:keep], offsets[:keep]
-                next_offset = part.end
-            elif offsets:
-                next_offset = offsets[-1] + 1
-            n = len(msgs)
-            if eof:
-                next_offset = part.end
-            if not n:
-                continue
-            if cfg.decode == "routed":
-                yield decode_routed([m.value() for m in msgs], part.partition)
-                continue
-            stamps = [m.timestamp() for m in msgs]
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array([m.key() for m in msgs], pa.binary()),
-                    pa.array([m.value() for m in msgs], pa.binary()),
-                    pa.repeat(topic_scalar, n),
-                    pa.repeat(part_scalar, n),
-                    pa.array(offsets, pa.int64()),
-                    pa.array([s[1] * 1000 for s in stamps], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-                    pa.array([s[0] - 1 if s[0] > 0 else -1 for s in stamps], pa.int32()),  # librdkafka 1/2 = Kafka 0/1
-                ],
-                schema=schema,
-            )
-        done = True
-    finally:
-        if done and cfg.conf not in _POOL:  # keep it for the next task of this (reused) Python worker
-            consumer.unassign()
-            _POOL[cfg.conf] = consumer
-        else:
-            consumer.close()

@@ -17,13 +17,14 @@ then reads its own source's sub-stream. A sample read from Kafka plugs in throug
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from connectors.workload_types import Batch, BatchSource, Workload, common_params
 from schemas.exceptions import ConfigError
 
 __all__ = [
@@ -35,47 +36,9 @@ __all__ = [
     "parse_spec",
     "register_workload",
     "tagged_batches",
+    "zipf_keys",
     "zipf_probabilities",
 ]
-
-Batch = tuple[np.ndarray, npt.NDArray[np.int64]]
-DEFAULT_TUPLES = 100_000
-DEFAULT_BATCH = 1_000
-
-
-class BatchSource(Protocol):
-    """The minimal interface a benchmark needs: a name and an iterator of ``(keys, times)`` batches."""
-
-    name: str
-
-    def batches(self) -> Iterator[Batch]:
-        """Yield the stream's batches in order (a fresh, identical iterator on every call)."""
-        ...
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A named, replayable stream of batches.
-
-    ``make`` returns a fresh iterator each call (same seed, same batches). ``tuples`` is the stream
-    length when known. ``sources`` are the per-source sub-streams of a multi-source workload (empty for
-    a single source); ``window``/``slide`` suggest a window in the stream's time unit (``None``: the
-    caller's default, typically tuple counts).
-    """
-
-    name: str
-    make: Callable[[], Iterator[Batch]]
-    tuples: int | None = None
-    sources: tuple[Workload, ...] = ()
-    window: float | None = None
-    slide: float | None = None
-    description: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def batches(self) -> Iterator[Batch]:
-        """Yield the stream's batches (a fresh iterator each call)."""
-        return self.make()
-
 
 # -- spec parsing --------------------------------------------------------------------------------------
 
@@ -112,6 +75,18 @@ def zipf_probabilities(keys: int, s: float) -> npt.NDArray[np.float64]:
     return np.asarray(p / p.sum())
 
 
+def zipf_keys(size: int, s: float, keys: int, seed: int, permute: bool = False) -> npt.NDArray[np.int64]:
+    """``size`` key ids drawn at once from a Zipf law over ``keys`` ranks (seeded; for tests and sweeps).
+
+    ``permute`` maps ranks to key ids through a random permutation, so the hot keys are not the small ids.
+    """
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(keys, size=size, p=zipf_probabilities(keys, s))
+    if permute:
+        ids = rng.permutation(keys)[ids]
+    return np.asarray(ids, dtype=np.int64)
+
+
 class _Sampler:
     """Draws key ids from a fixed distribution over ``keys`` ranks, optionally through a permutation."""
 
@@ -146,15 +121,6 @@ def _phased(
         start += size
 
 
-def _common(params: dict[str, Any]) -> tuple[int, int, int]:
-    tuples = int(params.pop("tuples", DEFAULT_TUPLES))
-    batch = int(params.pop("batch", DEFAULT_BATCH))
-    seed = int(params.pop("seed", 0))
-    if tuples < 1 or batch < 1:
-        raise ValueError(f"tuples and batch must be >= 1, got {tuples}, {batch}")
-    return tuples, batch, seed
-
-
 def _take(params: dict[str, Any], key: str, default: Any) -> Any:
     return params.pop(key, default)
 
@@ -163,7 +129,7 @@ def _take(params: dict[str, Any], key: str, default: Any) -> Any:
 
 
 def _uniform(p: dict[str, Any]) -> Workload:
-    tuples, batch, seed = _common(p)
+    tuples, batch, seed = common_params(p)
     keys = int(_take(p, "keys", 10_000))
     return Workload(
         f"uniform(keys={keys})",
@@ -174,7 +140,7 @@ def _uniform(p: dict[str, Any]) -> Workload:
 
 
 def _zipf(p: dict[str, Any]) -> Workload:
-    tuples, batch, seed = _common(p)
+    tuples, batch, seed = common_params(p)
     s, keys = float(_take(p, "s", 1.5)), int(_take(p, "keys", 10_000))
     shuffle = bool(_take(p, "perm", 0))
 
@@ -187,7 +153,7 @@ def _zipf(p: dict[str, Any]) -> Workload:
 
 def _alternating(p: dict[str, Any]) -> Workload:
     """Dalton Fig. 9a: phases alternate uniform / Zipf (uniform first)."""
-    tuples, batch, seed = _common(p)
+    tuples, batch, seed = common_params(p)
     s, keys = float(_take(p, "s", 1.5)), int(_take(p, "keys", 10_000))
     phase = int(_take(p, "phase", max(tuples // 5, 1)))
     samplers = (_Sampler(keys, 0), _Sampler(keys, s))
@@ -202,7 +168,7 @@ def _alternating(p: dict[str, Any]) -> Workload:
 
 def _zipf_drift(p: dict[str, Any]) -> Workload:
     """Dalton Fig. 9d: every phase draws a new exponent in [smin, smax] and a new hot set."""
-    tuples, batch, seed = _common(p)
+    tuples, batch, seed = common_params(p)
     keys = int(_take(p, "keys", 10_000))
     phase = int(_take(p, "phase", max(tuples // 5, 1)))
     lo, hi = float(_take(p, "smin", 0.5)), float(_take(p, "smax", 1.5))
@@ -221,7 +187,7 @@ def _zipf_drift(p: dict[str, Any]) -> Workload:
 
 def _evolving(p: dict[str, Any]) -> Workload:
     """FISH's time-evolving Zipf: the key ranks are permuted once, after ``at`` (0.8) of the stream."""
-    tuples, batch, seed = _common(p)
+    tuples, batch, seed = common_params(p)
     s, keys = float(_take(p, "s", 1.5)), int(_take(p, "keys", 100_000))
     at = float(_take(p, "at", 0.8))
     cut = max(1, min(tuples, round(tuples * at)))
@@ -270,7 +236,7 @@ def _multi(p: dict[str, Any]) -> Workload:
     With ``shared=1`` (default) the sources draw from the same key space, each Zipf source with its own
     hot set; ``shared=0`` gives every source disjoint keys.
     """
-    tuples, batch, seed = _common(p)
+    tuples, batch, seed = common_params(p)
     kinds = str(_take(p, "kinds", "uniform+zipf")).split("+")
     s, keys = float(_take(p, "s", 1.5)), int(_take(p, "keys", 10_000))
     shared = bool(_take(p, "shared", 1))
@@ -297,8 +263,8 @@ def _multi(p: dict[str, Any]) -> Workload:
 
 def _dataset(kind: str) -> Callable[[dict[str, Any]], Workload]:
     def build(p: dict[str, Any]) -> Workload:
-        from connectors import datasets  # lazy: pandas and the data packages are heavy to import
-
+        # lazy: pandas and the data packages are heavy to import, and only the lab extra installs them
+        datasets = importlib.import_module("connectors.datasets")
         return datasets.build(kind, p)
 
     return build

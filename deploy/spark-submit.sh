@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Submit skewroute's Spark consumer job to a cluster.
 #
-#   deploy/spark-submit.sh --master spark://spark-master:7077 --config deploy/configs/skewroute.yaml --route clicks
+#   deploy/spark-submit.sh --master spark://spark-master:7077 --config deploy/configs/several-routes.yaml --route clicks
 #   deploy/spark-submit.sh --master yarn --deploy-mode cluster --config skewroute.yaml        # YARN
 #   SKEWROUTE_SPARK__SOURCE=kafka deploy/spark-submit.sh --master k8s://https://api:6443 ...  # Spark's Kafka source
 #

@@ -4,7 +4,7 @@
 environment / ``$SKEWROUTE_CONFIG``) lets ``faust -A router.app worker`` run the same worker as
 ``skewroute router``.
 
-Faust runs the control side (its event loop, the web server with ``/metrics`` and ``/routes``, agents for
+Faust runs the control side (its event loop, the web server with ``/metrics``, ``/routes`` and ``/ready``, agents for
 control topics such as the Dalton sync added later); the records never pass through it: one
 :class:`~router.dataplane.RouteDataPlane` thread per route moves them in batches with confluent-kafka.
 :class:`DataPlaneService` starts those threads with the app, stops the worker if one fails, and on SIGTERM or
@@ -46,7 +46,6 @@ class RouterRuntime:
     instance_id: str
     metrics: RouterMetrics
     planes: dict[str, RouteDataPlane] = field(default_factory=dict)
-    stop_after: int | None = None  # benchmarks: stop each route after this many records
 
     def status(self) -> dict[str, Any]:
         """JSON-able state of every route (``/routes``)."""
@@ -63,10 +62,17 @@ class RouterRuntime:
                     "routed": p.stats.routed,
                     "dead_lettered": p.stats.dead,
                     "alive": p.alive,
+                    "ready": p.health.ready(p.alive)[0],
+                    **p.health.snapshot(),
                 }
                 for name, p in self.planes.items()
             },
         }
+
+    def ready(self) -> tuple[bool, dict[str, str]]:
+        """Whether every route is ready (``/ready``), and each route's reason."""
+        why = {name: p.health.ready(p.alive)[1] for name, p in self.planes.items()}
+        return bool(why) and all(w == "ok" for w in why.values()), why
 
 
 class DataPlaneService(Service):
@@ -82,9 +88,7 @@ class DataPlaneService(Service):
         loop = asyncio.get_running_loop()
         for route in s.routes:
             await loop.run_in_executor(None, ensure_route_topics, s.kafka, route)
-            plane = RouteDataPlane(
-                s.kafka, s.router, route, rt.metrics, instance_id=rt.instance_id, stop_after=rt.stop_after
-            )
+            plane = RouteDataPlane(s.kafka, s.router, route, rt.metrics, instance_id=rt.instance_id)
             rt.planes[route.route_name] = plane.start()
         self.add_future(self._supervise())
 
@@ -130,16 +134,14 @@ def _faust_broker(kafka: KafkaSettings) -> dict[str, Any]:
     return opts
 
 
-def create_app(
-    settings: SkewrouteSettings | None = None, *, web_port: int | None = None, stop_after: int | None = None
-) -> faust.App:
+def create_app(settings: SkewrouteSettings | None = None, *, web_port: int | None = None) -> faust.App:
     """A Faust app running the router for ``settings`` (default: :meth:`SkewrouteSettings.load`)."""
     s = settings if settings is not None else SkewrouteSettings.load()
     r = s.router
     setup_logging(r.log_format, r.log_level)
     (r.state_dir / "faust").mkdir(parents=True, exist_ok=True)
     instance = r.instance_id or f"{socket.gethostname()}-{os.getpid()}"
-    runtime = RouterRuntime(s, instance, RouterMetrics(instance), stop_after=stop_after)
+    runtime = RouterRuntime(s, instance, RouterMetrics(instance))
     app = faust.App(
         r.app_id,
         **_faust_broker(s.kafka),
@@ -164,6 +166,13 @@ def create_app(
     @app.page("/metrics")
     async def metrics(web: Any, request: Any) -> Any:
         return web.bytes(runtime.metrics.exposition(), content_type=CONTENT_TYPE_LATEST.split(";")[0])
+
+    @app.page("/ready")
+    async def ready(web: Any, request: Any) -> Any:
+        ok, why = runtime.ready()
+        return web.bytes(
+            orjson.dumps({"ready": ok, "routes": why}), content_type="application/json", status=200 if ok else 503
+        )
 
     @app.page("/routes")
     async def routes(web: Any, request: Any) -> Any:

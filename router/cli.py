@@ -1,4 +1,8 @@
-"""The ``skewroute`` command line: each command group lives in its own module under ``router.commands``."""
+"""The ``skewroute`` command line.
+
+Product commands live in ``router.commands``; lab commands (benchmarks, demo, soak) in ``router.lab.commands``.
+Each module defines ``register(app)``; ``skewroute --help`` groups them in panels (run / choose / lab).
+"""
 
 from __future__ import annotations
 
@@ -12,14 +16,27 @@ app = typer.Typer(
     name="skewroute",
     help="Skew-aware routing between Kafka and Spark Structured Streaming.",
     no_args_is_help=True,
+    rich_markup_mode="markdown",
     pretty_exceptions_show_locals=False,  # settings may hold secrets
 )
 
-#: Modules under router.commands; each defines ``register(app)``.
-COMMAND_MODULES = ("broker", "bench", "bench_sync", "worker", "spark", "demo", "soak")
+#: Modules defining ``register(app)``, in the order of ``skewroute --help``.
+COMMAND_MODULES = (
+    "router.commands.worker",
+    "router.commands.spark",
+    "router.commands.broker",
+    "router.lab.commands.advise",
+    "router.lab.commands.init",
+    "router.lab.commands.bench",
+    "router.lab.commands.demo",
+    "router.lab.commands.router_bench",
+    "router.lab.commands.spark_bench",
+    "router.lab.commands.bench_sync",
+    "router.lab.commands.soak",
+)
 
 for _name in COMMAND_MODULES:
-    importlib.import_module(f"router.commands.{_name}").register(app)
+    importlib.import_module(_name).register(app)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The data plane of one route: a thread running the batch loop on confluent-kafka clients.
 
-Per batch (STYLE.md §5): take up to ``batch_max_records`` raw records, extract keys/times
+Per batch: take up to ``batch_max_records`` raw records, extract keys/times
 (:mod:`router.extract`), ``assign`` them with the route's partitioner, produce each routed record to
 partition ``c`` of the combiner topic and each bad record to the DLQ, wait until Kafka acknowledged all of
 them, then commit the raw offsets. Nothing is committed before its outputs are acknowledged, so a crash
@@ -20,6 +20,13 @@ instance is kept across rebalances: its state is this worker's local view of the
 combiners (which is still true), and keys of newly assigned raw partitions are simply new input.
 Other threads (e.g. a Dalton sync service) touch the partitioner only through :meth:`RouteDataPlane.submit`,
 which runs the call on the data-plane thread between two batches.
+
+No single record stops a route: whatever fails for one record (extraction, an event time too far ahead, the
+routed record's encoding, the producer or the broker refusing it) sends that record to the DLQ, as an envelope
+with a bounded prefix when the whole record would not fit there. A lost partition (``on_lost``: the session
+expired) drops the batch in flight without committing; commit results are checked per partition; waiting for
+acknowledgements has a deadline below ``max.poll.interval.ms``; with ``exactly_once`` retriable errors of
+``send_offsets_to_transaction``/``commit_transaction`` are retried (only abortable ones abort the transaction).
 """
 
 from __future__ import annotations
@@ -29,8 +36,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,46 +44,35 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from connectors.kafka import make_consumer, make_producer
 from connectors.retention import DataLossError, find_lost_ranges
-from router.extract import BadRecord, Extracted, Extractor
+from router.extract import Extracted, Extractor, RawMessage
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
+from router.partitioners import Partitioner
+from router.plane_health import PlaneHealth
+from router.plane_output import PlaneOutput
 from router.plane_parts import (
-    ATTEMPTS,
     CONSUMER_TUNING,
-    PASSTHROUGH,
     PRODUCER_TUNING,
     DataPlaneStats,
     DeliveryError,
-    dead_letter,
+    PendingBatch,
+    check_sizes,
     make_partitioner,
     next_offsets,
-    passthrough,
     records_readable,
 )
 from schemas.exceptions import BrokerError
-from schemas.records import encode_routed
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
-__all__ = ["PASSTHROUGH", "DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
+__all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
 
 log = logging.getLogger("router.dataplane")
 
 
-@dataclass(slots=True)
-class _Batch:
-    """A batch between produce and commit."""
-
-    offsets: list[TopicPartition]
-    consumed: int
-    routed: int
-    dead: int
-    started: float  # perf_counter() when it was consumed
-
-
-class RouteDataPlane:
+class RouteDataPlane(PlaneOutput):
     """The batch loop of one route on a dedicated thread (start/stop from any thread).
 
-    ``partitioner`` is public for the sync service; ``sync`` is where such a service attaches itself.
-    ``stop_after`` (benchmarks) stops the loop once that many records were handled.
+    ``partitioner`` is public for the sync service; ``sync`` is where such a service attaches itself. Pass a
+    :class:`Partitioner` instance as ``partitioner`` to route with it instead of the route's configured one.
     """
 
     def __init__(
@@ -88,27 +83,33 @@ class RouteDataPlane:
         metrics: RouterMetrics,
         *,
         instance_id: str,
-        partitioner: str | None = None,
-        stop_after: int | None = None,
+        partitioner: Partitioner | None = None,
     ) -> None:
         self.kafka, self.router, self.route = kafka, router, route
         self.instance_id = instance_id
-        self.partitioner = make_partitioner(route, partitioner)
-        self.partitioner_name = partitioner or route.partitioner.name
+        self._msg_limit = check_sizes(kafka, router, route)  # refuses settings that cannot work
+        self.partitioner = partitioner if partitioner is not None else make_partitioner(route)
+        self.partitioner_name = self.partitioner.name
         self.sync: Any = None  # attach point for a partitioner sync service (Dalton)
         self.metrics: RouteMetrics = metrics.route(route.route_name, self.partitioner_name, route.combiners)
         self.stats = DataPlaneStats()
-        self.stop_after = stop_after
         self.group_id = f"{router.app_id}.{route.route_name}"
         self.extractor = Extractor(route, router.max_key_bytes)
         self.exactly_once = router.delivery == "exactly_once"
         self.window = WindowTracker(route.combiners, route.window.slide) if router.window_metrics else None
         self._count_window = route.window.kind == "count"
         self._clock = 0  # window clock: running max of event times (partitioners need non-decreasing times)
+        self._ahead_ms = route.time.max_ahead_ms  # event times above wall clock + this are dead-lettered/clamped
+        self._clamp = route.time.too_far_ahead == "clamp"
+        poll_ms = int(kafka.consumer.get("max.poll.interval.ms", 300_000))
+        self._deliver_s = poll_ms / 2000  # a delivery wait ends (the plane fails) before the group evicts us
+        self.health = PlaneHealth(self.metrics, route.raw_topic, router.ready_stale_s)
+        self._skip: dict[tuple[int, int], str] = {}  # exactly_once: records the broker refused, dead-lettered next
+        self._envelope: set[tuple[int, int]] = set()  # exactly_once: positions whose dead letter was refused
         self._stop = threading.Event()
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
         self._failed: list[Message] = []
-        self._pending: _Batch | None = None  # produced, not yet acknowledged/committed
+        self._pending: PendingBatch | None = None  # produced, not yet acknowledged/committed
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.assignment: set[int] = set()
@@ -163,15 +164,21 @@ class RouteDataPlane:
     def _setup(self) -> None:
         # our tuning < the user's kafka.producer / kafka.consumer properties < what correctness needs
         producer_conf: dict[str, Any] = {**PRODUCER_TUNING, **self.kafka.producer, "on_delivery": self._on_error}
-        if self.exactly_once:
+        if "message.timeout.ms" not in self.kafka.producer:  # a record's own delivery gives up before our wait
+            txn_ms = int(self.kafka.producer.get("transaction.timeout.ms", 60_000))
+            cap = min(int(self._deliver_s * 800), txn_ms) if self.exactly_once else int(self._deliver_s * 800)
+            producer_conf["message.timeout.ms"] = max(1000, cap)
+        if self.exactly_once:  # a stable id (checked by the settings): a restarted worker fences its zombie
             producer_conf["transactional.id"] = f"{self.group_id}.{self.instance_id}"
         self.producer = make_producer(self.kafka, **producer_conf)
         if self.exactly_once:
             self.producer.init_transactions(30)
         consumer_conf = {**CONSUMER_TUNING, **self.kafka.consumer, "enable.auto.commit": False}
+        if self.router.static_membership and self.router.instance_id and "group.instance.id" not in consumer_conf:
+            consumer_conf["group.instance.id"] = self.router.instance_id  # a quick restart does not rebalance
         self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf)
         self.consumer.subscribe(
-            [self.route.raw_topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
+            [self.route.raw_topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         log.info(
             "route %s: consuming %s in group %s (%s, %s)",
@@ -206,6 +213,7 @@ class RouteDataPlane:
     def _on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
         self._check_committed(consumer, parts)
         self._check_retention(consumer, parts)
+        self.health.joined = True
         self.assignment |= {p.partition for p in parts}
         self.metrics.assigned.set(len(self.assignment))
         self.metrics.rebalances.inc()
@@ -260,10 +268,29 @@ class RouteDataPlane:
     def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
         # called inside consume(), between batches: commit the batch in flight before the partitions move
         self._complete()
-        self.assignment -= {p.partition for p in parts}
+        self._forget(parts)
+        log.info("route %s: revoked %s", self.route.route_name, sorted(p.partition for p in parts))
+
+    def _on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        # the partitions already belong to others (session expired): committing is impossible and would be wrong;
+        # drop the batch in flight uncommitted (its new owners replay it; consumers deduplicate on (tp, p, o))
+        dropped = self._pending
+        self._pending = None
+        self.health.waiting_since = None
+        if dropped is not None:
+            self.metrics.dropped_batches.inc()
+        self._forget(parts)
+        log.warning(
+            "route %s: lost %s; dropped the batch in flight (%d records) without committing",
+            self.route.route_name, sorted(p.partition for p in parts), dropped.consumed if dropped else 0,
+        )  # fmt: skip
+
+    def _forget(self, parts: list[TopicPartition]) -> None:
+        gone = {p.partition for p in parts}
+        self.assignment -= gone
+        self.health.revoked(gone)
         self.metrics.assigned.set(len(self.assignment))
         self.metrics.rebalances.inc()
-        log.info("route %s: revoked %s", self.route.route_name, sorted(p.partition for p in parts))
 
     def _on_error(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:  # delivery.report.only.error: only failures reach this callback
@@ -272,6 +299,8 @@ class RouteDataPlane:
     def _batch(self) -> None:
         """One turn of the loop; the previous batch's delivery overlaps this batch's extract + assign."""
         msgs = self.consumer.consume(self.router.batch_max_records, self.router.batch_timeout_ms / 1000)
+        self.health.looped()
+        self.health.sample(self.consumer, self.assignment)
         if not msgs:
             self._complete()  # idle: finish the batch in flight now
             return
@@ -280,6 +309,9 @@ class RouteDataPlane:
             for m in msgs:
                 if m.error() is not None:
                     log.warning("route %s: consumer error %s", self.route.route_name, m.error())
+            fatal = [m.error() for m in msgs if m.error() is not None and m.error().fatal()]
+            if fatal:  # e.g. FENCED_INSTANCE_ID: another worker runs with this instance id
+                raise KafkaException(fatal[0])
             msgs = [m for m in msgs if m.error() is None]
             if not msgs:
                 return
@@ -287,23 +319,38 @@ class RouteDataPlane:
         if st.first_consumed is None:
             st.first_consumed = time.monotonic()
             st.first_cpu = time.process_time()
-        ext = self.extractor.extract(msgs)
+        ext, limit_ms = self._extract(msgs)
+        self.health.observe(ext)
         t1 = time.perf_counter()
-        combiners = self._assign(ext)
-        batch = _Batch(next_offsets(self.route.raw_topic, ext), len(msgs), len(ext), len(ext.bad), t0)
+        combiners = self._assign(ext, limit_ms)
+        batch = PendingBatch(
+            next_offsets(self.route.raw_topic, ext), len(msgs), len(ext), len(ext.bad), t0, time.monotonic()
+        )
         t2 = time.perf_counter()
         self._complete()  # the previous batch was in flight until now: wait for its acks, commit its offsets
         t3 = time.perf_counter()
         if self.exactly_once:
-            self._transact(ext, combiners, batch.offsets)
+            self._transact(ext, combiners, batch)
             self._done(batch)
         else:
-            self._produce(ext, combiners)
-            self._dead_letter(ext.bad)
+            refused = self._produce(ext, combiners)
+            self._dead_letter(ext.bad + refused)
+            batch.routed -= len(refused)
+            batch.dead += len(refused)
             self._pending = batch
+            self.health.waiting_since = batch.consumed_at
         st.extract_s += t1 - t0
         st.assign_s += t2 - t1
         st.produce_s += time.perf_counter() - t3
+
+    def _extract(self, msgs: Sequence[RawMessage]) -> tuple[Extracted, int]:
+        limit_ms = int(time.time() * 1000) + self._ahead_ms  # wall clock + tolerance
+        return self.extractor.extract(msgs, None if self._clamp else limit_ms), limit_ms
+
+    def route_batch(self, msgs: Sequence[RawMessage]) -> tuple[Extracted, np.ndarray]:
+        """The CPU half of a batch without Kafka (memory benchmark): extract with the time bound, then assign."""
+        ext, limit_ms = self._extract(msgs)
+        return ext, self._assign(ext, limit_ms)
 
     def _complete(self) -> None:
         """Deliver and commit the batch in flight, if any (also on revoke and on a clean stop)."""
@@ -311,12 +358,15 @@ class RouteDataPlane:
         if batch is None:
             return
         t = time.perf_counter()
-        self._deliver(batch.offsets)
+        refused = self._deliver(batch.offsets)
+        batch.routed -= refused
+        batch.dead += refused
         self._pending = None
+        self.health.waiting_since = None
         self.stats.deliver_s += time.perf_counter() - t
         self._done(batch)
 
-    def _done(self, batch: _Batch) -> None:
+    def _done(self, batch: PendingBatch) -> None:
         """Account for a batch whose outputs are acknowledged and whose offsets are committed."""
         st, rm = self.stats, self.metrics
         st.consumed += batch.consumed
@@ -329,24 +379,25 @@ class RouteDataPlane:
         rm.tuples_out.inc(batch.routed)
         rm.batches.inc()
         rm.batch_seconds.observe(time.perf_counter() - batch.started)
-        if self.stop_after is not None and st.consumed >= self.stop_after:
-            self._stop.set()
 
-    def _assign(self, ext: Extracted) -> np.ndarray:
+    def _assign(self, ext: Extracted, limit_ms: int) -> np.ndarray:
         if not ext.keys:
             return np.zeros(0, dtype=np.int32)
         times = np.asarray(ext.times, dtype=np.int64)
+        if self._clamp:  # too far ahead: routed, but the window clock moves at most to wall clock + tolerance
+            ahead = times > limit_ms
+            if ahead.any():
+                self.metrics.clamped.inc(int(ahead.sum()))
+                times = np.minimum(times, limit_ms)
         if self._count_window:
             clock = np.arange(self._clock, self._clock + times.size, dtype=np.int64)
             self._clock += int(times.size)
         else:
             clock = np.maximum.accumulate(np.maximum(times, self._clock))
             self._clock = int(clock[-1])
+            self.metrics.event_clock.set(self._clock)
         t0 = time.perf_counter()
-        if self.partitioner is None:
-            combiners = passthrough(ext, self.route.combiners)
-        else:
-            combiners = self.partitioner.assign(ext.keys, None if self._count_window else clock)
+        combiners = self.partitioner.assign(ext.keys, None if self._count_window else clock)
         dt = time.perf_counter() - t0
         self.stats.partitioner_s += dt
         self.metrics.partitioner_seconds.inc(dt)
@@ -355,70 +406,3 @@ class RouteDataPlane:
             for w in self.window.observe(key_hashes(ext.keys), combiners, clock):
                 self.metrics.window_done(w)
         return combiners
-
-    def _produce(self, ext: Extracted, combiners: np.ndarray) -> None:
-        produce, poll = self.producer.produce, self.producer.poll
-        out, src = self.route.combiner_topic_name, self.route.raw_topic
-        rows = zip(
-            ext.keys, ext.times, combiners.tolist(), ext.partitions, ext.offsets, ext.measures, ext.values, strict=True
-        )
-        for k, t, c, p, o, x, v in rows:
-            value = encode_routed(k, t, c, src, p, o, x, v)
-            try:
-                produce(out, value, k, partition=c)
-            except BufferError:  # local queue full: let librdkafka send, then retry once more
-                poll(0.1)
-                produce(out, value, k, partition=c)
-
-    def _dead_letter(self, bad: list[BadRecord]) -> None:
-        dlq, route = self.route.dlq_topic_name, self.route.route_name
-        for b in bad:
-            e = b.error
-            dl = dead_letter(route, self.route.raw_topic, b)
-            self.producer.produce(dlq, dl.model_dump_json().encode(), b.message.key(), partition=0)
-            self.metrics.dead_lettered(e.field)
-            log.debug("route %s: dead-lettered %s", route, dl.error, extra={"route": route, "offset": dl.offset})
-
-    def _deliver(self, offsets: list[TopicPartition]) -> None:
-        """Wait until Kafka acknowledged the batch (re-sending failures), then commit its offsets."""
-        deadline = time.monotonic() + self.router.shutdown_timeout_s
-        for attempt in range(ATTEMPTS):
-            while self.producer.flush(1.0) > 0:
-                if self._stop.is_set() and time.monotonic() > deadline:
-                    raise DeliveryError("stopping with undelivered records; their offsets stay uncommitted")
-            if not self._failed:
-                self.consumer.commit(offsets=offsets, asynchronous=False)
-                self._committed.update((tp.partition, tp.offset) for tp in offsets)
-                return
-            failed, self._failed = self._failed, []
-            self.metrics.retries.inc()
-            log.warning("route %s: %d records not acknowledged (%s), re-sending", self.route.route_name,
-                        len(failed), failed[0].error())  # fmt: skip
-            time.sleep(0.1 * (attempt + 1))
-            for m in failed:
-                self.producer.produce(m.topic(), m.value(), m.key(), partition=m.partition())  # type: ignore[arg-type]
-        raise DeliveryError(f"route {self.route.route_name}: records not acknowledged after {ATTEMPTS} attempts")
-
-    def _transact(self, ext: Extracted, combiners: np.ndarray, offsets: list[TopicPartition]) -> None:
-        """One Kafka transaction: the routed records, the dead letters and the raw offsets."""
-        for _ in range(ATTEMPTS):
-            self.producer.begin_transaction()
-            try:
-                self._produce(ext, combiners)
-                self._dead_letter(ext.bad)
-                self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
-                self.producer.commit_transaction(self.router.shutdown_timeout_s)
-                self._committed.update((tp.partition, tp.offset) for tp in offsets)
-            except KafkaException as exc:
-                err = exc.args[0]
-                if err.fatal() or not (err.txn_requires_abort() or err.retriable()):
-                    raise
-                self.metrics.retries.inc()
-                log.warning("route %s: transaction failed (%s), aborting and retrying", self.route.route_name, err)
-                self.producer.abort_transaction(30)
-                self._failed.clear()
-                continue
-            if self._failed:  # cannot happen after a successful commit; never silently drop
-                raise DeliveryError(f"{len(self._failed)} records failed inside a committed transaction")
-            return
-        raise DeliveryError(f"route {self.route.route_name}: transaction failed {ATTEMPTS} times")

@@ -3,7 +3,13 @@
 :class:`Extractor` is built once per route from its settings (paths split, getters chosen) and then turns a
 batch of raw Kafka messages into plain lists: the good records' keys, times, measures, values and source
 positions, plus one :class:`BadRecord` per record that cannot be routed. It never raises for a bad record:
-every record of the batch ends up in exactly one of the two.
+every record of the batch ends up in exactly one of the two. Any exception raised while extracting one record
+(not only :class:`RecordError`) makes that record bad, so one record can never stop a route.
+
+Event times are bounded twice: to ``[0, 2**53)`` ms, and (when the caller passes ``max_time_ms``, the wall clock
+plus the route's ``time.max_ahead_ms``) to at most that far in the future: a producer writing microseconds, or
+one record from the year 3000, would otherwise hold the window clock (a running maximum) in the future and stop
+every window from closing. Measures must be finite numbers.
 
 Per record it does one ``orjson.loads`` (which also validates the value's UTF-8, as the routed wire format
 embeds the raw JSON verbatim), a few dict lookups and type checks; no model objects.
@@ -11,6 +17,7 @@ embeds the raw JSON verbatim), a few dict lookups and type checks; no model obje
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,7 +28,7 @@ import orjson
 from schemas.exceptions import RecordError
 from schemas.settings import KeySpec, RouteSettings, TimeSpec
 
-__all__ = ["BadRecord", "Extracted", "Extractor", "RawMessage"]
+__all__ = ["BadRecord", "Extracted", "Extractor", "RawMessage", "unexpected"]
 
 #: Event times must be epoch milliseconds in [0, 2**53) (exact in a double, so Spark and JSON agree).
 MAX_TIME_MS = 1 << 53
@@ -46,6 +53,11 @@ class BadRecord:
 
     message: RawMessage
     error: RecordError
+
+
+def unexpected(exc: BaseException) -> RecordError:
+    """A :class:`RecordError` for an exception nobody expected while handling one record."""
+    return RecordError("value", f"cannot be handled: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 @dataclass(slots=True)
@@ -156,7 +168,10 @@ def _time_getter(spec: TimeSpec) -> Getter:
                 dt = dt.replace(tzinfo=UTC)
             ms = int(dt.timestamp() * 1000)
         elif tv is int or tv is float:
-            ms = int(v * 1000) if unit == "s" else int(v)
+            try:
+                ms = int(v * 1000) if unit == "s" else int(v)
+            except (OverflowError, ValueError):  # inf, nan, or a float whose product overflows
+                raise RecordError(path, f"event time {v!r} is out of range") from None
         else:
             raise RecordError(path, f"event time must be a number (epoch {unit}), got {_json_type(v)}")
         if not 0 <= ms < MAX_TIME_MS:
@@ -178,9 +193,14 @@ def _measure_getter(path: str | None) -> Callable[[Any], float | None] | None:
             return None  # an absent measure is null (aggregates skip it); a wrong type is an error
         tv = type(v)
         if tv is float:
+            if not math.isfinite(v):
+                raise RecordError(path, f"measure must be a finite number, got {v!r}")
             return v
         if tv is int:
-            return float(v)
+            try:
+                return float(v)
+            except OverflowError:
+                raise RecordError(path, f"measure {str(v)[:40]} is too large for a double") from None
         if v is None:
             return None
         raise RecordError(path, f"measure must be a number, got {_json_type(v)}")
@@ -225,9 +245,15 @@ class Extractor:
         simple = route.key.source == "field" and "." not in (route.key.field or ".")
         simple = simple and route.time.source == "kafka_timestamp" and route.value_field is None
         self._fast_key: str | None = route.key.field if simple else None
+        self._time_field = (route.time.field or "t") if route.time.source == "field" else "timestamp"
+        self._max_time = MAX_TIME_MS  # this batch's upper bound of event times (see extract)
 
-    def extract(self, messages: Sequence[RawMessage]) -> Extracted:
-        """Split a batch into good records (extracted) and bad ones (with the reason), keeping input order."""
+    def extract(self, messages: Sequence[RawMessage], max_time_ms: int | None = None) -> Extracted:
+        """Split a batch into good records (extracted) and bad ones (with the reason), keeping input order.
+
+        Records whose event time is above ``max_time_ms`` (the wall clock plus the tolerance) are bad.
+        """
+        self._max_time = MAX_TIME_MS if max_time_ms is None else min(max_time_ms, MAX_TIME_MS)
         if self._fast_key is not None:
             return self._extract_fast(messages, self._fast_key)
         out = Extracted()
@@ -239,6 +265,9 @@ class Extractor:
                 k, t, x, v = one(m)
             except RecordError as err:
                 bad.append(BadRecord(m, err))
+                continue
+            except Exception as exc:  # anything else raised for this one record: it is bad, the route goes on
+                bad.append(BadRecord(m, unexpected(exc)))
                 continue
             keys.append(k)
             times.append(t)
@@ -263,6 +292,12 @@ class Extractor:
             raise RecordError("value", f"must be a JSON object, got {_json_type(doc)}")
         k = self._key(doc, m)
         t = self._time(doc, m)
+        if t > self._max_time:
+            raise RecordError(
+                self._time_field,
+                f"event time {t} ms is more than the tolerance ahead of the wall clock (limit {self._max_time} ms; "
+                "microseconds written as milliseconds?)",
+            )
         x = self._measure(doc) if self._measure is not None else None
         return k, t, x, v
 
@@ -275,6 +310,7 @@ class Extractor:
         add_key, add_time, add_value = out.keys.append, out.times.append, out.values.append
         add_part, add_off, bad = out.partitions.append, out.offsets.append, out.bad
         limit, kmax, one, loads, is_str = self.max_record_bytes, self._max_key_chars, self._one, _loads, str
+        tmax = self._max_time
         for m in messages:
             v = m.value()
             try:
@@ -282,13 +318,16 @@ class Extractor:
                     raise ValueError
                 k = loads(v)[name]
                 kind, t = m.timestamp()
-                if type(k) is not is_str or not k or len(k) > kmax or kind == 0 or t < 0:
+                if type(k) is not is_str or not k or len(k) > kmax or kind == 0 or t < 0 or t > tmax:
                     raise ValueError
             except Exception:
                 try:
                     k, t, _, v = one(m)
                 except RecordError as err:
                     bad.append(BadRecord(m, err))
+                    continue
+                except Exception as exc:
+                    bad.append(BadRecord(m, unexpected(exc)))
                     continue
             add_key(k)
             add_time(t)

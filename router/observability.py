@@ -5,12 +5,13 @@ live in one test process); :meth:`RouterMetrics.route` hands each data plane its
 hot path only calls ``inc``/``set``/``observe``. The Faust app serves :meth:`RouterMetrics.exposition` at
 ``/metrics``.
 
-Window metrics follow ALGORITHMS.md: per completed statistics window (the route's ``window.slide``, in tuples or
+Window metrics follow docs/partitioners.md: per completed statistics window (the route's ``window.slide``, in tuples or
 event-time ms) the per-combiner load ``L_i``, ``max/mean`` and the replication ``Γ / K``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -70,6 +71,38 @@ class RouterMetrics:
         self.rebalances = Counter("skewroute_rebalances", "partition assignments and revocations", lbl, registry=r)
         self.retries = Counter("skewroute_batch_retries", "batches re-run after a delivery failure", lbl, registry=r)
         self.info = Gauge("skewroute_route_info", "route configuration", [*lbl, "partitioner", "instance"], registry=r)
+        part = [*lbl, "partition"]
+        self.consumer_lag = Gauge(
+            "skewroute_consumer_lag", "records behind the high watermark, per owned raw partition", part, registry=r
+        )
+        self.event_time_lag = Gauge(
+            "skewroute_event_time_lag_seconds",
+            "wall clock minus the event time of the latest record, per owned raw partition",
+            part,
+            registry=r,
+        )
+        self.event_clock = Gauge(
+            "skewroute_event_time_clock_ms", "the route's window clock (running max of bounded event times)", lbl,
+            registry=r,
+        )  # fmt: skip
+        self.clamped = Counter(
+            "skewroute_event_times_clamped", "records routed with their window time clamped (too far ahead)", lbl,
+            registry=r,
+        )  # fmt: skip
+        self.last_commit = Gauge(
+            "skewroute_last_commit_timestamp_seconds", "unix time of the last successful offset commit", lbl, registry=r
+        )
+        self.last_commit_age = Gauge(
+            "skewroute_last_commit_age_seconds", "seconds since the last successful offset commit (-1: none yet)", lbl,
+            registry=r,
+        )  # fmt: skip
+        self.commit_failures = Counter(
+            "skewroute_commit_failures", "offset commits (or partitions of one) the broker refused", lbl, registry=r
+        )
+        self.dropped_batches = Counter(
+            "skewroute_dropped_batches", "batches dropped uncommitted because their partitions were lost", lbl,
+            registry=r,
+        )  # fmt: skip
 
     def route(self, name: str, partitioner: str, combiners: int) -> RouteMetrics:
         """The pre-labelled metrics of one route."""
@@ -102,6 +135,26 @@ class RouteMetrics:
         self.assigned = m.assigned.labels(route)
         self.rebalances = m.rebalances.labels(route)
         self.retries = m.retries.labels(route)
+        self.event_clock = m.event_clock.labels(route)
+        self.clamped = m.clamped.labels(route)
+        self.last_commit = m.last_commit.labels(route)
+        self.last_commit_age = m.last_commit_age.labels(route)
+        self.commit_failures = m.commit_failures.labels(route)
+        self.dropped_batches = m.dropped_batches.labels(route)
+
+    def partition_lag(self, partition: int, lag: int) -> None:
+        """Set one raw partition's consumer lag."""
+        self._m.consumer_lag.labels(self.route, str(partition)).set(lag)
+
+    def partition_event_lag(self, partition: int, seconds: float) -> None:
+        """Set one raw partition's event-time lag."""
+        self._m.event_time_lag.labels(self.route, str(partition)).set(seconds)
+
+    def forget_partition(self, partition: int) -> None:
+        """Drop the per-partition series of a partition this worker no longer owns."""
+        for g in (self._m.consumer_lag, self._m.event_time_lag):
+            with contextlib.suppress(KeyError):
+                g.remove(self.route, str(partition))
 
     def dead_lettered(self, field: str) -> None:
         """Count one dead-lettered record."""
@@ -142,6 +195,9 @@ class WindowTracker:
 
     ``observe`` takes a batch's key hashes, combiner ids and window clock (non-decreasing); it returns the
     windows the batch completed. Distinct keys are tracked by hash (collisions are negligible for metrics).
+    The open window's per-batch hash arrays are merged into one distinct array whenever they hold twice as
+    many entries as after the last merge, so memory follows the distinct keys of the open window, not its
+    records (a window held open by a far-ahead clock cannot grow without bound).
     """
 
     def __init__(self, n: int, slide: float) -> None:
@@ -151,6 +207,8 @@ class WindowTracker:
         self._loads = np.zeros(n, dtype=np.int64)
         self._keys: list[npt.NDArray[np.uint64]] = []
         self._pairs: list[npt.NDArray[np.uint64]] = []
+        self._held = 0  # entries in _keys + _pairs
+        self._compact_at = 1 << 20
 
     def observe(
         self, key_hashes: npt.NDArray[np.uint64], combiners: npt.NDArray[np.int32], clock: npt.NDArray[np.int64]
@@ -180,7 +238,16 @@ class WindowTracker:
             self._loads += loads[i]
             self._keys.append(ku[np.searchsorted(kw, i) : np.searchsorted(kw, i, side="right")])
             self._pairs.append(pu[np.searchsorted(pw, i) : np.searchsorted(pw, i, side="right")])
+            self._held += self._keys[-1].size + self._pairs[-1].size
+        if self._held > self._compact_at:
+            self._compact()
         return done
+
+    def _compact(self) -> None:
+        self._keys = [np.unique(np.concatenate(self._keys))] if self._keys else []
+        self._pairs = [np.unique(np.concatenate(self._pairs))] if self._pairs else []
+        self._held = sum(a.size for a in self._keys) + sum(a.size for a in self._pairs)
+        self._compact_at = max(1 << 20, 2 * self._held)
 
     def _close(self) -> WindowStats:
         keys = _distinct(self._keys)
@@ -189,6 +256,8 @@ class WindowTracker:
         self._loads[:] = 0
         self._keys.clear()
         self._pairs.clear()
+        self._held = 0
+        self._compact_at = 1 << 20
         return stats
 
 

@@ -7,32 +7,35 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
+import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
 from connectors.kafka_offsets import make_probe_consumer
 from router.extract import BadRecord, Extracted
 from router.partitioners import Partitioner, create
+from schemas.exceptions import ConfigError, RecordError
 from schemas.records import DeadLetter
-from schemas.settings import KafkaSettings, RouteSettings
+from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 __all__ = [
     "ATTEMPTS",
     "CONSUMER_TUNING",
-    "PASSTHROUGH",
     "PRODUCER_TUNING",
     "DataPlaneStats",
+    "PER_RECORD_ERRORS",
     "DeliveryError",
+    "PendingBatch",
+    "SourceRecord",
+    "check_sizes",
     "dead_letter",
+    "dead_letter_bytes",
+    "message_limit",
+    "refused_source",
     "make_partitioner",
     "next_offsets",
-    "passthrough",
     "records_readable",
 ]
 
-#: Pseudo partitioner name for benchmarks: no partitioner work, the same output I/O (see :func:`passthrough`).
-PASSTHROUGH = "passthrough"
 #: Consumer settings of the data plane (large fetches: the loop wants whole batches at once).
 CONSUMER_TUNING: dict[str, Any] = {
     "fetch.max.bytes": 64 * 1024 * 1024,
@@ -48,6 +51,122 @@ PRODUCER_TUNING: dict[str, Any] = {
     "batch.num.messages": 100_000,
     "delivery.report.only.error": True,  # the delivery callback sees failures only: no per-record callback cost
 }
+
+
+#: Producer errors about one record (local or from the broker): that record is dead-lettered, the route goes on.
+PER_RECORD_ERRORS = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_MSG_SIZE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_MSG,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_TIMESTAMP,
+        KafkaError.POLICY_VIOLATION,
+    }
+)
+#: librdkafka's default ``message.max.bytes``.
+DEFAULT_MESSAGE_MAX_BYTES = 1_000_000
+#: Room a routed record needs besides the raw value and the key (fields, topic name, measure).
+ROUTED_OVERHEAD = 1024
+#: Room a dead-letter envelope needs besides the prefixes (error text, positions, base64 growth of the prefixes).
+ENVELOPE_OVERHEAD = 2048
+
+
+def message_limit(kafka: KafkaSettings) -> int:
+    """The producer's ``message.max.bytes`` (the largest record ``produce`` accepts)."""
+    return int(kafka.producer.get("message.max.bytes", DEFAULT_MESSAGE_MAX_BYTES))
+
+
+def check_sizes(kafka: KafkaSettings, router: RouterSettings, route: RouteSettings) -> int:
+    """Refuse settings under which a routed record (or an envelope) cannot fit the producer's message limit.
+
+    A routed record holds the raw value, the key twice (Kafka key, and JSON-escaped: up to 6 bytes per byte)
+    and about 1 KB of fields. Returns the limit.
+    """
+    limit = message_limit(kafka)
+    need = route.max_record_bytes + 7 * router.max_key_bytes + ROUTED_OVERHEAD
+    problems = []
+    if need > limit:
+        problems.append(
+            f"routes.{route.route_name}.max_record_bytes: {route.max_record_bytes} plus the routed record's header "
+            f"(up to {need - route.max_record_bytes} B with router.max_key_bytes={router.max_key_bytes}) is above "
+            f"the producer's message.max.bytes ({limit}); lower max_record_bytes or raise "
+            "kafka.producer.message.max.bytes (and the topics' max.message.bytes)"
+        )
+    if 4 * router.dead_letter_prefix_bytes + ENVELOPE_OVERHEAD > limit:
+        problems.append(
+            f"router.dead_letter_prefix_bytes: {router.dead_letter_prefix_bytes} does not fit a dead-letter envelope "
+            f"under the producer's message.max.bytes ({limit})"
+        )
+    if problems:
+        raise ConfigError(problems)
+    return limit
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """A raw record rebuilt from its parts (a :class:`~router.extract.RawMessage` for :func:`dead_letter`)."""
+
+    topic_: str
+    partition_: int
+    offset_: int
+    key_: bytes | None
+    value_: bytes | None
+    timestamp_: int | None = None
+
+    def value(self) -> bytes | None:  # noqa: D102
+        return self.value_
+
+    def key(self) -> bytes | None:  # noqa: D102
+        return self.key_
+
+    def timestamp(self) -> tuple[int, int]:  # noqa: D102
+        return (0, -1) if self.timestamp_ is None else (1, self.timestamp_)
+
+    def partition(self) -> int | None:  # noqa: D102
+        return self.partition_
+
+    def offset(self) -> int | None:  # noqa: D102
+        return self.offset_
+
+    def topic(self) -> str | None:  # noqa: D102
+        return self.topic_
+
+
+def refused_source(raw_topic: str, topic: str, key: bytes | None, value: bytes | None, err: Any) -> BadRecord:
+    """The bad record behind an output (routed record or dead letter) the producer or broker refused.
+
+    Both carry their source position in their JSON value; the refused output itself becomes the payload whose
+    prefix the envelope keeps.
+    """
+    pos: dict[str, Any] = {}
+    try:
+        doc = orjson.loads(value or b"null")
+        if type(doc) is dict:
+            pos = doc
+    except orjson.JSONDecodeError:
+        pass
+    part, off = pos.get("p", pos.get("partition", 0)), pos.get("o", pos.get("offset", 0))
+    src = SourceRecord(
+        str(pos.get("tp", pos.get("topic", raw_topic))), int(part) if type(part) is int else 0,
+        int(off) if type(off) is int else 0, key, value,
+    )  # fmt: skip
+    name = err.name() if hasattr(err, "name") else str(err)
+    what = "routed record" if "tp" in pos else "dead letter"
+    return BadRecord(src, RecordError("value", f"Kafka refused the {what} of {len(value or b'')} B to {topic}: {name}"))
+
+
+@dataclass(slots=True)
+class PendingBatch:
+    """A batch of the data plane between produce and commit."""
+
+    offsets: list[TopicPartition]
+    consumed: int
+    routed: int
+    dead: int
+    started: float  # perf_counter() when it was consumed
+    consumed_at: float  # monotonic() when it was consumed
 
 
 class DeliveryError(RuntimeError):
@@ -74,22 +193,9 @@ class DataPlaneStats:
     deliver_s: float = 0.0  # flush + commit
 
 
-def passthrough(ext: Extracted, n: int) -> npt.NDArray[np.int32]:
-    """Combiners of the :data:`PASSTHROUGH` route: ``(source partition + offset) mod n``.
-
-    Every combiner partition gets an equal share of the records, as under a balancing partitioner, so the
-    pass-through run does the same output I/O (``n`` partitions, not only as many as the raw topic has)
-    with no key work at all.
-    """
-    parts = np.asarray(ext.partitions, dtype=np.int64)
-    return ((parts + np.asarray(ext.offsets, dtype=np.int64)) % n).astype(np.int32)
-
-
-def make_partitioner(route: RouteSettings, name: str | None = None) -> Partitioner | None:
-    """The route's partitioner (``None`` for :data:`PASSTHROUGH`)."""
+def make_partitioner(route: RouteSettings, name: str | None = None) -> Partitioner:
+    """The route's partitioner; ``name`` builds another registered one with its defaults instead."""
     name = name or route.partitioner.name
-    if name == PASSTHROUGH:
-        return None
     params = route.partitioner.params()
     if route.partitioner.name == "custom":
         name = getattr(route.partitioner, "plugin", name)
@@ -98,22 +204,42 @@ def make_partitioner(route: RouteSettings, name: str | None = None) -> Partition
     return create(name, route.combiners, window=route.window.size, slide=route.window.slide, seed=route.seed, **params)
 
 
-def dead_letter(route: str, raw_topic: str, bad: BadRecord) -> DeadLetter:
-    """The DLQ value of a bad record: the error naming the field, the source position, the original bytes."""
+def dead_letter(
+    route: str, raw_topic: str, bad: BadRecord, limit: int = DEFAULT_MESSAGE_MAX_BYTES, prefix: int = 1024
+) -> DeadLetter:
+    """The DLQ value of a bad record: the error naming the field, the source position, the original bytes.
+
+    When the whole record would not fit ``limit`` bytes (base64 grows it by a third), the dead letter is an
+    envelope: ``truncated`` set, ``size`` the original value's size, and only the first ``prefix`` bytes of the
+    key and of the value.
+    """
     m, e = bad.message, bad.error
     kind, ts = m.timestamp()
     key, value = m.key(), m.value()
+    size = len(value) if value is not None else 0
+    whole = (len(key) if key is not None else 0) + size
+    truncated = 4 * whole // 3 + ENVELOPE_OVERHEAD > limit
+    if truncated:
+        key = key[:prefix] if key is not None else None
+        value = value[:prefix] if value is not None else None
     return DeadLetter(
         route=route,
-        error=str(e),
-        field=e.field,
+        error=str(e)[:1000],
+        field=e.field[:200],
         topic=m.topic() or raw_topic,
         partition=m.partition() or 0,
         offset=m.offset() or 0,
         timestamp=ts if kind != 0 else None,
         key_b64=base64.b64encode(key).decode() if key is not None else None,
         value_b64=base64.b64encode(value).decode() if value is not None else None,
+        size=size,
+        truncated=truncated,
     )
+
+
+def dead_letter_bytes(dl: DeadLetter) -> bytes:
+    """The DLQ wire value of a dead letter."""
+    return dl.model_dump_json().encode()
 
 
 def next_offsets(raw_topic: str, ext: Extracted) -> list[TopicPartition]:

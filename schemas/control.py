@@ -4,12 +4,22 @@ Keys are the partitioners' 64-bit key ids written as decimal strings (identical 
 ``router.partitioners.keys``). The fields mirror the partitioner's hooks (``sync_payload`` /
 ``apply_global`` in ``router.partitioners.dalton.sync``); ``router.sync`` converts between the two.
 A reader ignores (and logs) messages that fail :func:`parse_control`, and messages of another deployment
-or route.
+or route, or whose ``fingerprint`` (a digest of the partitioner parameters, see :func:`params_fingerprint`)
+differs from its own.
+
+Size. A value is compact JSON; above :data:`COMPRESS_OVER` bytes it is zlib-compressed behind a one-byte
+marker (JSON never starts with it). :func:`parse_control` refuses values over ``max_bytes``, inflates at
+most ``max_bytes * INFLATE_FACTOR`` bytes (a small compressed bomb cannot grow the reader's memory) and
+messages with more than ``max_rows`` entries in any key list (the row cap). Senders fit their messages
+under the limit with :func:`fit_message` (rows of least weight are left out first).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import hashlib
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
@@ -23,11 +33,23 @@ __all__ = [
     "GlobalMessage",
     "KeyId",
     "SyncMessage",
+    "decode_raw",
     "encode_control",
+    "fit_message",
+    "params_fingerprint",
     "parse_control",
 ]
 
 CONTROL_VERSION = 1
+#: Values longer than this (bytes of JSON) are zlib-compressed.
+COMPRESS_OVER = 4096
+#: A compressed value may inflate to at most this many times the reader's ``max_bytes``.
+INFLATE_FACTOR = 8
+#: Default size limit of one control value (Kafka's default ``message.max.bytes`` is 1,048,588).
+DEFAULT_MAX_BYTES = 900_000
+#: Default row cap: entries of any key list of one message.
+DEFAULT_MAX_ROWS = 4096
+_ZLIB = b"\x01"
 _U64_MAX = (1 << 64) - 1
 
 #: A 64-bit key id as a decimal string.
@@ -48,6 +70,9 @@ class _Control(BaseModel):
     route: str = Field(..., min_length=1, description="route name")
     sent_ms: int = Field(0, ge=0, description="sender's wall clock (ms)")
     combiners: int = Field(0, ge=0, description="n of the sender's partitioner (0: unknown); rows have n values")
+    fingerprint: str = Field(
+        "", max_length=64, description="digest of the sender's partitioner parameters ('' : not checked)"
+    )
 
 
 class SyncMessage(_Control):
@@ -57,6 +82,9 @@ class SyncMessage(_Control):
     instance: str = Field(..., min_length=1, description="sender's router instance id")
     seq: int = Field(..., ge=0, description="sender's sync sequence number")
     due_ms: int = Field(0, ge=0, description="the DSYNC grid point this SYNC was sent for (multiple of DSYNC)")
+    after_round: int = Field(
+        -1, ge=-1, description="the last GLOBAL round the sender had applied (-1: none); keys the SYNC's round"
+    )
     records: int = Field(..., ge=0, description="records routed since the previous SYNC")
     q_table: dict[KeyId, QValues] = Field(default_factory=dict, description="Q-rows of the local hot keys")
     weights: dict[KeyId, int] = Field(
@@ -92,8 +120,98 @@ _adapter: TypeAdapter[SyncMessage | GlobalMessage] = TypeAdapter(ControlMessage)
 
 
 def encode_control(msg: SyncMessage | GlobalMessage) -> bytes:
-    """Compact JSON of a control message."""
-    return orjson.dumps(msg.model_dump())
+    """Compact JSON of a control message, zlib-compressed above :data:`COMPRESS_OVER` bytes."""
+    raw = orjson.dumps(msg.model_dump())
+    return _ZLIB + zlib.compress(raw, 6) if len(raw) > COMPRESS_OVER else raw
+
+
+def decode_raw(raw: bytes | None, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+    """The JSON value of a control-topic value (inflated if compressed), bounded in size."""
+    if not raw:
+        raise ControlMessageError("empty control message")
+    if len(raw) > max_bytes:
+        raise ControlMessageError(f"value of {len(raw)} bytes, over max_bytes={max_bytes}")
+    if raw[:1] == _ZLIB:
+        limit = max_bytes * INFLATE_FACTOR
+        inflater = zlib.decompressobj()
+        try:
+            raw = inflater.decompress(raw[1:], limit)
+        except zlib.error as exc:
+            raise ControlMessageError(f"bad compressed value: {exc}") from None
+        if inflater.unconsumed_tail:
+            raise ControlMessageError(f"value inflates to more than {limit} bytes")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ControlMessageError(f"not JSON: {exc}") from None
+
+
+def params_fingerprint(params: Mapping[str, Any]) -> str:
+    """A short digest of partitioner parameters (routers with different ones must not share Q rows)."""
+    return hashlib.blake2s(orjson.dumps(dict(params), option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
+
+
+def _rows(msg: SyncMessage | GlobalMessage) -> dict[str, int]:
+    if isinstance(msg, SyncMessage):
+        return {"q_table": len(msg.q_table), "weights": len(msg.weights), "top_keys": len(msg.top_keys)}
+    return {
+        "q_table": len(msg.q_table),
+        "hot_keys": len(msg.hot_keys),
+        "expired": len(msg.expired),
+        "members": len(msg.members),
+        "seqs": len(msg.seqs),
+    }
+
+
+def fit_message(
+    msg: SyncMessage | GlobalMessage,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    rank: Callable[[str], float] | None = None,
+) -> tuple[SyncMessage | GlobalMessage, int]:
+    """``msg`` cut to at most ``max_rows`` rows and ``max_bytes`` encoded; returns it and the rows left out.
+
+    Q rows are kept by descending ``rank(key)`` (default: the SYNC's weight, the GLOBAL's hot count); a
+    SYNC's weights follow its rows, a GLOBAL's expirations are cut from the end (a key left out stays in
+    the routers' tables and is expired in a later round). Top-key lists hold at most n entries and stay.
+    """
+    if rank is None:
+        table = msg.weights if isinstance(msg, SyncMessage) else msg.hot_keys
+        rank = lambda k: float(table.get(k, 0))  # noqa: E731
+    order = sorted(msg.q_table, key=lambda k: (-rank(k), int(k)))
+    total = len(order)
+
+    def cut(keep: int) -> SyncMessage | GlobalMessage:
+        keys = order[:keep]
+        update: dict[str, Any] = {"q_table": {k: msg.q_table[k] for k in keys}}
+        if isinstance(msg, SyncMessage):
+            update["weights"] = {k: msg.weights[k] for k in keys if k in msg.weights}
+        else:
+            update["expired"] = msg.expired[: max(0, min(len(msg.expired), max_rows - 1))]
+        return msg.model_copy(update=update)
+
+    def fits(m: SyncMessage | GlobalMessage) -> bool:  # encoded under max_bytes, inflating under the reader's cap
+        raw = orjson.dumps(m.model_dump())
+        if len(raw) > max_bytes * INFLATE_FACTOR:
+            return False
+        return len(raw) <= max_bytes if len(raw) <= COMPRESS_OVER else 1 + len(zlib.compress(raw, 6)) <= max_bytes
+
+    keep = min(total, max_rows)
+    out = cut(keep) if keep < total or max(_rows(msg).values()) > max_rows else msg
+    if fits(out):
+        return out, total - keep
+    lo, hi = 0, keep  # the largest prefix that fits (binary search on the encoded size)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(cut(mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    out = cut(lo)
+    if not fits(out):
+        raise ControlMessageError(f"a {msg.type} message without Q rows is still over max_bytes={max_bytes}")
+    return out, total - lo
 
 
 def _check_ids(msg: SyncMessage | GlobalMessage) -> None:
@@ -112,14 +230,11 @@ def _check_ids(msg: SyncMessage | GlobalMessage) -> None:
                 raise ControlMessageError(f"q_table.{k}: {len(row)} values, expected combiners={msg.combiners}")
 
 
-def parse_control(raw: bytes | None) -> SyncMessage | GlobalMessage:
+def parse_control(
+    raw: bytes | None, *, max_bytes: int = DEFAULT_MAX_BYTES, max_rows: int = DEFAULT_MAX_ROWS
+) -> SyncMessage | GlobalMessage:
     """Validate one control-topic value; :class:`ControlMessageError` says what is wrong."""
-    if not raw:
-        raise ControlMessageError("empty control message")
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ControlMessageError(f"not JSON: {exc}") from None
+    data = decode_raw(raw, max_bytes)
     if not isinstance(data, dict):
         raise ControlMessageError(f"not a JSON object: {type(data).__name__}")
     if data.get("v") != CONTROL_VERSION:
@@ -129,5 +244,8 @@ def parse_control(raw: bytes | None) -> SyncMessage | GlobalMessage:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ControlMessageError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    for name, count in _rows(msg).items():
+        if count > max_rows:
+            raise ControlMessageError(f"{name}: {count} rows, over the row cap max_rows={max_rows}")
     _check_ids(msg)
     return msg

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 __all__ = [
     "BrokerError",
     "ConfigError",
+    "DataLossError",
     "RecordError",
     "SkewrouteError",
     "TopicMismatchError",
@@ -56,3 +57,15 @@ class BrokerError(SkewrouteError, RuntimeError):
 
 class TopicMismatchError(BrokerError):
     """An existing topic has a partition count other than the one a route requires."""
+
+
+class DataLossError(BrokerError):
+    """Offsets a streaming query expects are gone: the topic was deleted/recreated, truncated, or aged out."""
+
+    def __init__(self, topic: str, partition: int, expected: int, low: int, high: int, cause: str) -> None:
+        self.topic, self.partition, self.expected, self.low, self.high = topic, partition, expected, low, high
+        super().__init__(
+            f"data loss on topic {topic!r} partition {partition}: expected offset {expected}, the broker has "
+            f"offsets {low}..{high} ({cause}); if that is acceptable, set failOnDataLoss=false "
+            "(spark.fail_on_data_loss: false) to skip the missing offsets with a warning"
+        )

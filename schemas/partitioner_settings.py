@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import typing
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,11 +16,13 @@ __all__ = [
     "DaltonSettings",
     "FISHSettings",
     "HashSettings",
+    "HeavyChoicesSettings",
     "HolisticSettings",
     "PKGSettings",
     "PartitionerSettings",
     "PromptSettings",
     "ShuffleSettings",
+    "settings_model",
 ]
 
 
@@ -47,7 +51,7 @@ class PKGSettings(_Base):
     """Partial Key Grouping: the least locally loaded of ``d`` hash candidates."""
 
     name: Literal["pkg"] = "pkg"
-    d: int = Field(2, ge=2, le=64, description="number of hash candidates per key (PK-d for d > 2)")
+    d: int = Field(2, ge=1, le=64, description="number of hash candidates per key (PK-d for d > 2; 1 = hashing)")
     load: Literal["cumulative", "windowed"] = Field(
         "cumulative", description="local load estimate: since start (paper) or per tumbling window"
     )
@@ -58,7 +62,7 @@ class HolisticSettings(_Base):
     """CM, AM, cAM or LM (Holistic partitioning costs): cardinality/affinity-aware two choices."""
 
     name: Literal["cm", "am", "cam", "lm"]
-    d: int = Field(2, ge=2, le=64, description="number of hash candidates per key")
+    d: int = Field(2, ge=1, le=64, description="number of hash candidates per key (1 = hashing)")
     cardinality: Literal["exact", "hll"] = Field(
         "exact", description="distinct-key sets per combiner: exact sets or HyperLogLog (DataSketches, 2^12)"
     )
@@ -91,6 +95,18 @@ class FISHSettings(_Base):
     virtual_nodes: int = Field(64, ge=1, le=4096, description="virtual nodes per combiner on the ring")
 
 
+class HeavyChoicesSettings(_Base):
+    """D-Choices or W-Choices: space-saving heavy hitters get d (or all n) candidates, the rest PKG."""
+
+    name: Literal["dchoices", "wchoices"]
+    theta: float | None = Field(None, gt=0, lt=1, description="heavy-hitter share threshold (default 1/(5n))")
+    k_max: int = Field(1000, ge=1, description="space-saving counters kept")
+    load: Literal["cumulative", "windowed"] = Field(
+        "cumulative", description="local load estimate: since start (paper) or per tumbling window"
+    )
+    hash_seed: int = Field(13, description="seed of the candidate hashes")
+
+
 class DaltonSettings(_Base):
     """Dalton: contextual-bandit routing of hot keys, two-choice affinity (or hash) for the tail."""
 
@@ -115,6 +131,11 @@ class DaltonSettings(_Base):
     quantum: int | None = Field(None, ge=1, description="tuples per bandit decision (default: batch-derived)")
     update: Literal["all", "chosen"] = Field(
         "all", description="Q update: every action toward its modelled reward (default) or the chosen one (paper)"
+    )
+    pack: bool = Field(
+        True,
+        description="hot keys first (affinity tail only), each combiner filled to the mean at most; then the tail, "
+        "which spills to the least loaded combiner when both candidates are full (False: tail first, as in the paper)",
     )
     key_forwarding: bool = Field(
         False, description="mark tuples of keys held by one combiner for forwarding (Sec. 4.2; single router)"
@@ -146,8 +167,29 @@ PartitionerSettings = Annotated[
     | PKGSettings
     | HolisticSettings
     | FISHSettings
+    | HeavyChoicesSettings
     | DaltonSettings
     | PromptSettings
     | CustomPartitionerSettings,
     Field(discriminator="name"),
 ]
+
+
+@cache
+def _models_by_name() -> dict[str, type[_Base]]:
+    union = typing.get_args(typing.get_args(PartitionerSettings)[0])
+    return {
+        name: m
+        for m in union
+        if m is not CustomPartitionerSettings
+        for name in typing.get_args(m.model_fields["name"].annotation)
+    }
+
+
+def settings_model(name: str) -> type[_Base] | None:
+    """The settings model of built-in partitioner ``name`` (``None`` for third-party ones).
+
+    The models are the one source of the built-in partitioners' bounds: ``router.partitioners.create``
+    validates its keyword arguments with them, so a value the settings refuse is refused in code too.
+    """
+    return _models_by_name().get(name)

@@ -72,8 +72,12 @@ class DeadLetter(BaseModel):
     partition: int = Field(..., description="source partition")
     offset: int = Field(..., description="source offset")
     timestamp: int | None = Field(None, description="Kafka timestamp of the raw record (ms)")
-    key_b64: str | None = Field(None, description="original Kafka key, base64")
-    value_b64: str | None = Field(None, description="original value bytes, base64")
+    key_b64: str | None = Field(None, description="original Kafka key, base64 (a prefix when truncated)")
+    value_b64: str | None = Field(None, description="original value bytes, base64 (a prefix when truncated)")
+    size: int | None = Field(None, description="size of the original value in bytes")
+    truncated: bool = Field(
+        False, description="an envelope: the record was too large for the DLQ, key_b64/value_b64 hold prefixes"
+    )
 
 
 def routed_spark_schema() -> Any:

@@ -7,6 +7,7 @@ Precedence, highest first: keyword overrides, environment, config file, defaults
 from __future__ import annotations
 
 import os
+import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -34,6 +35,7 @@ __all__ = [
     "TimeSpec",
     "WindowSettings",
     "format_validation_error",
+    "join_uri",
 ]
 
 _config_file: ContextVar[Path | None] = ContextVar("skewroute_config_file", default=None)
@@ -132,6 +134,16 @@ class TimeSpec(_Model):
     )
     field: str | None = Field(None, description="dotted path of the event time (source=field)")
     unit: Literal["ms", "s", "iso"] = Field("ms", description="epoch milliseconds, epoch seconds, or ISO-8601")
+    max_ahead_ms: int = Field(
+        3_600_000,
+        ge=0,
+        description="event times more than this far ahead of the worker's wall clock are too far in the future",
+    )
+    too_far_ahead: Literal["dead_letter", "clamp"] = Field(
+        "dead_letter",
+        description="a record too far ahead is dead-lettered, or routed with its partitioner/window time clamped "
+        "to wall clock + max_ahead_ms (the routed record keeps its own time)",
+    )
 
     @model_validator(mode="after")
     def _field_needed(self) -> Self:
@@ -171,8 +183,15 @@ class RouteSettings(_Model):
     window: WindowSettings = Field(default_factory=WindowSettings, description="partitioner window")
     partitioner: PartitionerSettings = Field(default_factory=DaltonSettings, description="algorithm and parameters")
     dead_letter_topic: str | None = Field(None, description="DLQ topic (default: <raw_topic>.dlq)")
-    max_record_bytes: int = Field(1_000_000, ge=16, description="larger raw records are dead-lettered")
-    replication_factor: int = Field(1, ge=1, le=16, description="replication of the topics skewroute creates")
+    max_record_bytes: int = Field(
+        900_000,
+        ge=16,
+        description="larger raw records are dead-lettered; must leave room for the routed record's header under the "
+        "producer's message.max.bytes (checked at start)",
+    )
+    replication_factor: int | None = Field(
+        None, ge=1, le=16, description="replication of the topics skewroute creates (default: the broker's default)"
+    )
     seed: int = Field(0, description="seed of the partitioner's random choices")
 
     @property
@@ -198,7 +217,9 @@ class RouterSettings(_Model):
         "skewroute-router", description="Faust app id; each route's data plane consumes in group <app_id>.<route>"
     )
     instance_id: str | None = Field(None, description="this worker's id (default: host-pid)")
-    web_port: int = Field(6066, ge=1, le=65535, description="Faust web port (metrics at /metrics, routes at /routes)")
+    web_port: int = Field(
+        6066, ge=1, le=65535, description="Faust web port (metrics at /metrics, routes at /routes, readiness at /ready)"
+    )
     batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
     batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
     delivery: Literal["at_least_once", "exactly_once"] = Field(
@@ -213,6 +234,12 @@ class RouterSettings(_Model):
     )
     control_topic: str = Field("skewroute.control", description="Dalton sync control topic")
     dsync_ms: int = Field(1_000, ge=10, description="initial Dalton sync interval (ms)")
+    control_max_bytes: int = Field(
+        900_000,
+        ge=16_384,
+        description="largest Dalton sync message (bytes, after compression; keep it below the control topic's "
+        "max.message.bytes): bigger ones are cut, rows of least weight first; bigger ones read are ignored",
+    )
     state_dir: Path = Field(Path(".skewroute"), description="where workers keep local state")
     max_key_bytes: int = Field(4096, ge=1, description="longer record keys (UTF-8 bytes) are dead-lettered")
     log_format: Literal["json", "text"] = Field("json", description="router logs: JSON lines or plain text")
@@ -221,6 +248,33 @@ class RouterSettings(_Model):
         30.0, gt=0, description="on SIGTERM, longest wait for the last batch to be delivered and committed"
     )
     window_metrics: bool = Field(True, description="compute per-window combiner load and replication metrics")
+    static_membership: bool = Field(
+        False,
+        description="with an explicit instance_id, join the route's consumer groups as a static member "
+        "(group.instance.id = <instance_id>): a restart within the session timeout does not rebalance. For Apache "
+        "Kafka; off by default because on Tansu a killed static member's partitions were not reassigned within 30 s",
+    )
+    ready_stale_s: float = Field(
+        30.0,
+        gt=0,
+        description="/ready fails when a route has not consumed, or has uncommitted work not committed, for this long",
+    )
+    dead_letter_prefix_bytes: int = Field(
+        1024,
+        ge=0,
+        le=65_536,
+        description="a dead letter too large for the DLQ keeps only this many bytes of the "
+        "record (an envelope: reason, source position, size, prefix)",
+    )
+
+    @model_validator(mode="after")
+    def _stable_transactions(self) -> Self:
+        if self.delivery == "exactly_once" and not self.instance_id:
+            raise ValueError(
+                "delivery=exactly_once needs a stable router.instance_id (it names the transactional.id that fences "
+                "a zombie of the same worker; the default host-pid changes on every restart)"
+            )
+        return self
 
 
 class SparkSettings(_Model):
@@ -242,8 +296,18 @@ class SparkSettings(_Model):
     output_mode: Literal["update", "append"] = Field("update", description="Structured Streaming output mode")
     sink: Literal["kafka", "parquet", "console"] = Field("kafka", description="where final aggregates go")
     results_topic: str | None = Field(None, description="results topic (default: <raw_topic>.results)")
-    output_path: Path = Field(Path(".skewroute/results"), description="Parquet output folder")
-    checkpoint_dir: Path = Field(Path(".skewroute/checkpoints"), description="checkpoint root (one folder per route)")
+    output_path: str = Field(
+        ".skewroute/results",
+        min_length=1,
+        description="Parquet output root, one folder per route: a path or a URI (file://, s3a://, hdfs://), "
+        "passed to Spark untouched",
+    )
+    checkpoint_dir: str = Field(
+        ".skewroute/checkpoints",
+        min_length=1,
+        description="checkpoint root, one folder per route: a path or a URI (file://, s3a://, hdfs://), passed to "
+        "Spark untouched; on a cluster, storage every executor and a restarted driver can reach",
+    )
     progress_log: Path = Field(Path(".skewroute/progress.jsonl"), description="per-batch observability log")
     shuffle_partitions: int = Field(8, ge=1, le=4096, description="reducers m = spark.sql.shuffle.partitions")
     dedupe: bool = Field(
@@ -267,6 +331,39 @@ class SparkSettings(_Model):
     metrics_port: int | None = Field(
         None, ge=0, le=65535, description="serve the per-batch combiner metrics for Prometheus on this port"
     )
+    fail_on_data_loss: bool = Field(
+        True,
+        description="failOnDataLoss: fail when checkpointed offsets are gone (topic recreated, truncated, aged out); "
+        "false skips them with a warning",
+    )
+    min_partitions: int | None = Field(
+        None, ge=1, le=65536, description="minPartitions: cut large combiner partitions into offset ranges"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.sink == "parquet" and self.output_mode != "append":
+            raise ValueError(
+                f"sink=parquet needs output_mode=append (got output_mode={self.output_mode!r}): the file sink "
+                "writes each window once, when the watermark closes it"
+            )
+        if not self.master.startswith("local") and _is_relative_local(self.checkpoint_dir):
+            raise ValueError(
+                f"checkpoint_dir={self.checkpoint_dir!r} is a relative local path but master={self.master!r} is "
+                "not local: executors and a restarted driver resolve it on their own machines and working "
+                "folders; give an absolute path on shared storage or a URI (hdfs://, s3a://, file:///shared/...)"
+            )
+        return self
+
+
+def join_uri(root: str, name: str) -> str:
+    """``root/name`` for a path or a URI, without touching the scheme (``s3a://b/ck`` + ``r`` = ``s3a://b/ck/r``)."""
+    return f"{root.rstrip('/')}/{name}" if root.rstrip("/") else f"/{name}"
+
+
+def _is_relative_local(location: str) -> bool:
+    """A plain path (no ``scheme://``/``scheme:/``) that is not absolute."""
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", location) is None and not location.startswith("/")
 
 
 class SkewrouteSettings(BaseSettings):

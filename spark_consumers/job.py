@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from connectors.broker_traits import resolve_isolation_level
 from connectors.spark_source import SHORT_NAME, kafka_options, register_source
-from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings, SparkSettings
+from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings, SparkSettings, join_uri
 from spark_consumers.aggregations import (
     AggSpec,
     dedupe_source_position,
@@ -36,9 +36,18 @@ from spark_consumers.aggregations import (
     with_event_watermark,
 )
 from spark_consumers.observability import BatchStats, CombinerMetricsListener
-from spark_consumers.sinks import attach_sink
+from spark_consumers.sinks import attach_sink, results_topic_spec
 
-__all__ = ["JobHandle", "build_session", "java_kafka_options", "main", "read_combiners", "run_job", "start_job"]
+__all__ = [
+    "JobHandle",
+    "build_session",
+    "build_writer",
+    "java_kafka_options",
+    "main",
+    "read_combiners",
+    "run_job",
+    "start_job",
+]
 
 
 def build_session(spark: SparkSettings, app_name: str = "skewroute-spark") -> SparkSession:
@@ -90,7 +99,7 @@ def read_combiners(spark: SparkSession, kafka: KafkaSettings, route: RouteSettin
     if cfg.source == "python":
         register_source(spark)
         reader = spark.readStream.format(SHORT_NAME).options(**kafka_options(kafka))
-        reader = reader.option("maxRecordsPerTrigger", str(cfg.max_records_per_trigger))
+        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_records_per_trigger))
         # Decoding in the source skips Spark's per-record JSON parser; item_field needs the raw JSON (from_json).
         reader = reader.option("decode", "routed" if cfg.item_field is None else "none")
     else:
@@ -98,6 +107,9 @@ def read_combiners(spark: SparkSession, kafka: KafkaSettings, route: RouteSettin
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_records_per_trigger))
     level = resolve_isolation_level(cfg.isolation_level, kafka)  # "auto" asks the broker what it is
     reader = reader.option("kafka.isolation.level", level)  # a consumer property in both clients
+    reader = reader.option("failOnDataLoss", str(cfg.fail_on_data_loss).lower())  # same names in both sources
+    if cfg.min_partitions is not None:
+        reader = reader.option("minPartitions", str(cfg.min_partitions))
     return reader.option("subscribe", route.combiner_topic_name).option("startingOffsets", cfg.starting_offsets).load()
 
 
@@ -138,6 +150,45 @@ class JobHandle:
         self.spark.streams.removeListener(self.listener)
 
 
+def build_writer(
+    spark: SparkSession,
+    settings: SkewrouteSettings,
+    route_name: str | None = None,
+    *,
+    available_now: bool = False,
+    sink: str | None = None,
+) -> tuple[DataStreamWriter, str]:
+    """The configured (not started) streaming writer of ``route_name`` (default: the first route) and its name.
+
+    Everything short of contacting Kafka: the source, the aggregation plan and the sink are built and checked.
+    """
+    if not settings.routes:
+        raise ValueError("no routes configured")
+    route = settings.route(route_name) if route_name else settings.routes[0]
+    cfg = settings.spark
+    sink = sink or cfg.sink
+    if sink == "parquet" and cfg.output_mode != "append":  # a sink override; the settings check their own
+        raise ValueError(f"sink=parquet needs output_mode=append (got output_mode={cfg.output_mode!r})")
+    name = query_name(route)
+    out = aggregate_stream(read_combiners(spark, settings.kafka, route, cfg), cfg)
+    writer = out.writeStream.queryName(name).outputMode(cfg.output_mode)
+    writer = writer.option("checkpointLocation", join_uri(cfg.checkpoint_dir, route.route_name))
+    writer = attach_sink(
+        writer,
+        sink,
+        kafka_conf=settings.kafka.librdkafka("producer"),
+        results_topic=results_topic_name(settings, route),
+        output_path=join_uri(cfg.output_path, route.route_name),
+    )
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.trigger_interval)
+    return writer, name
+
+
+def results_topic_name(settings: SkewrouteSettings, route: RouteSettings) -> str:
+    """``spark.results_topic`` or ``<raw_topic>.results``."""
+    return settings.spark.results_topic or f"{route.raw_topic}.results"
+
+
 def start_job(
     spark: SparkSession,
     settings: SkewrouteSettings,
@@ -147,32 +198,14 @@ def start_job(
     sink: str | None = None,
 ) -> JobHandle:
     """Build and start the streaming query of ``route_name`` (default: the only/first route)."""
-    if not settings.routes:
-        raise ValueError("no routes configured")
+    writer, name = build_writer(spark, settings, route_name, available_now=available_now, sink=sink)
     route = settings.route(route_name) if route_name else settings.routes[0]
-    cfg = settings.spark
-    sink = sink or cfg.sink
-    if sink == "parquet" and cfg.output_mode != "append":
-        raise ValueError("the parquet sink needs output_mode=append")
-    name = query_name(route)
-    out = aggregate_stream(read_combiners(spark, settings.kafka, route, cfg), cfg)
-    results_topic = cfg.results_topic or f"{route.raw_topic}.results"
-    if sink == "kafka":
-        from connectors.admin import TopicSpec, ensure_topics
+    if (sink or settings.spark.sink) == "kafka":
+        from connectors.admin import ensure_topics
         from connectors.kafka import make_admin
 
-        ensure_topics(make_admin(settings.kafka), [TopicSpec(results_topic, route.combiners, route.replication_factor)])
-    writer = out.writeStream.queryName(name).outputMode(cfg.output_mode)
-    writer = writer.option("checkpointLocation", str(cfg.checkpoint_dir / route.route_name))
-    writer = attach_sink(
-        writer,
-        sink,
-        kafka_conf=settings.kafka.librdkafka("producer"),
-        results_topic=results_topic,
-        output_path=cfg.output_path / route.route_name,
-    )
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.trigger_interval)
-    listener = CombinerMetricsListener(spark, cfg.progress_log, {name})
+        ensure_topics(make_admin(settings.kafka), [results_topic_spec(results_topic_name(settings, route), route)])
+    listener = CombinerMetricsListener(spark, settings.spark.progress_log, {name})
     spark.streams.addListener(listener)
     try:
         query = writer.start()

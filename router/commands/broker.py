@@ -10,6 +10,7 @@ from rich.console import Console
 
 from connectors.apache_kafka import KAFKA_VERSION, ApacheKafkaCluster
 from connectors.broker import DEFAULT_STATE_DIR, BrokerStatus, EmbeddedBroker
+from router.commands import RUN
 from schemas.exceptions import BrokerError
 
 console = Console()
@@ -18,7 +19,7 @@ broker_app = typer.Typer(
     no_args_is_help=True,
 )
 
-PortOpt = typer.Option(9092, "--port", "-p", help="loopback port to listen on (Apache Kafka: node 1's client port)")
+PortOpt = typer.Option(9092, "--port", help="loopback port to listen on (Apache Kafka: node 1's client port)")
 HostOpt = typer.Option("127.0.0.1", "--host", help="address to listen on")
 DirOpt = typer.Option(DEFAULT_STATE_DIR, "--state-dir", help="where the pid file, logs (and Kafka's data) live")
 KindOpt = typer.Option(
@@ -95,4 +96,4 @@ def status(port: int = PortOpt, host: str = HostOpt, state_dir: Path = DirOpt, k
 
 def register(app: typer.Typer) -> None:
     """Add ``broker`` to the CLI."""
-    app.add_typer(broker_app, name="broker")
+    app.add_typer(broker_app, name="broker", rich_help_panel=RUN)

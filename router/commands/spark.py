@@ -4,7 +4,7 @@ Examples::
 
     skewroute spark-job --config skewroute.yaml --route clicks            # until Ctrl-C
     skewroute spark-job --config skewroute.yaml --available-now           # what is there, then stop
-    skewroute spark-bench --tuples 1000000 --batch 250000 -p hash,pkg,cam,dalton
+    skewroute spark-bench --records 1000000 --batch 250000 -p hash,pkg,cam,dalton
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from router.commands import RUN
 from schemas.exceptions import SkewrouteError
 
 __all__ = ["register"]
@@ -25,8 +26,10 @@ console = Console(width=160)
 
 
 def spark_job(
-    config: Path | None = typer.Option(None, "--config", "-c", help="YAML/TOML settings (default $SKEWROUTE_CONFIG)"),
-    route: str | None = typer.Option(None, "--route", "-r", help="route name (default: the first route)"),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="YAML/TOML settings file (default: $SKEWROUTE_CONFIG)"
+    ),
+    route: str | None = typer.Option(None, "--route", help="route name or raw topic (default: the first route)"),
     once: bool = typer.Option(False, "--once", "--available-now", help="process what is available, then stop"),
     timeout: float | None = typer.Option(None, "--timeout", help="stop after this many seconds"),
 ) -> None:
@@ -53,28 +56,6 @@ def spark_job(
     console.print(f"{sum(s.input_rows for s in stats)} records in {len(stats)} micro-batches")
 
 
-def spark_bench(
-    partitioners: str = typer.Option("hash,pkg,cam,dalton", "-p", "--partitioners", help="comma-separated names"),
-    tuples: int = typer.Option(1_000_000, "--tuples", help="routed records per algorithm"),
-    batch: int = typer.Option(250_000, "--batch", help="records per micro-batch"),
-    combiners: int = typer.Option(8, "-n", "--combiners"),
-    keys: int = typer.Option(10_000, "--keys"),
-    zipf: float = typer.Option(1.5, "-s", "--zipf"),
-    sink: str = typer.Option("kafka", "--sink", help="kafka or noop"),
-    report: Path = typer.Option(Path("reports/spark-bench.md"), "--report"),
-) -> None:
-    """Benchmark the Spark job per routing algorithm (records/s, straggler ratio, shuffled partials)."""
-    from spark_consumers.bench import main
-
-    main(
-        [
-            "-p", partitioners, "--tuples", str(tuples), "--batch", str(batch), "-n", str(combiners),
-            "--keys", str(keys), "-s", str(zipf), "--sink", sink, "--report", str(report),
-        ]
-    )  # fmt: skip
-
-
 def register(app: typer.Typer) -> None:
-    """Add ``spark-job`` and ``spark-bench`` to the CLI."""
-    app.command("spark-job")(spark_job)
-    app.command("spark-bench")(spark_bench)
+    """Add ``spark-job`` to the CLI."""
+    app.command("spark-job", rich_help_panel=RUN)(spark_job)

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from router.commands import RUN
 from schemas.exceptions import ConfigError
 
 console = Console(stderr=True)
@@ -53,11 +54,13 @@ def router(
         console.print("[red]no routes configured[/] (settings: routes: [{raw_topic: ...}])")
         raise typer.Exit(2)
     from router.dataplane import make_partitioner
+    from router.plane_parts import check_sizes
     from schemas.exceptions import SkewrouteError
 
     for route in settings.routes:  # fail before starting anything if a partitioner cannot be built
         try:
             make_partitioner(route)
+            check_sizes(settings.kafka, settings.router, route)  # a routed record must fit the producer's limit
         except SkewrouteError as exc:
             console.print(f"[red]route {escape(route.route_name)}: {escape(str(exc))}[/]", soft_wrap=True)
             raise typer.Exit(2) from None
@@ -142,7 +145,9 @@ def _tables(urls: list[str], prev: dict[tuple[str, str], tuple[float, float]]) -
         t = Table(
             title=f"{escape(shown)} — worker {escape(instance)} — {time.strftime('%H:%M:%S')}", title_justify="left"
         )
-        for col in ("route (algo)", "parts", "in", "out", "DLQ", "in/s", "batch ms", "µs/t", "max/mean", "repl"):
+        cols = ("route (algo)", "parts", "in", "out", "DLQ", "lag", "commit age", "in/s", "batch ms", "µs/t",
+                "max/mean", "repl")  # fmt: skip
+        for col in cols:
             t.add_column(col, justify="left" if col.startswith("route") else "right")
         t.add_column("loads (last window)")
         for route, v in sorted(views.items()):
@@ -162,6 +167,8 @@ def _tables(urls: list[str], prev: dict[tuple[str, str], tuple[float, float]]) -
                 f"{tin:,.0f}",
                 f"{val('skewroute_tuples_out_total', 0):,.0f}",
                 f"{sum(v.dead.values()):,.0f}",
+                f"{val('skewroute_consumer_lag', 0):,.0f}",  # summed over the worker's raw partitions
+                _age(val("skewroute_last_commit_age_seconds", -1.0)),
                 f"{rate:,.0f}",
                 f"{batch_ms:.1f}",
                 f"{1e6 * val('skewroute_partitioner_seconds_per_tuple', 0):.2f}",
@@ -171,6 +178,10 @@ def _tables(urls: list[str], prev: dict[tuple[str, str], tuple[float, float]]) -
             )
         tables.append(t)
     return Group(*tables)
+
+
+def _age(seconds: float) -> str:
+    return "-" if seconds < 0 else f"{seconds:.1f} s"
 
 
 def status(urls: list[str] = UrlOpt, interval: float = IntervalOpt, once: bool = OnceOpt) -> None:
@@ -189,18 +200,7 @@ def status(urls: list[str] = UrlOpt, interval: float = IntervalOpt, once: bool =
             pass
 
 
-def router_bench(ctx: typer.Context) -> None:
-    """Router throughput benchmark (options as ``python -m router.bench_router --help``)."""
-    from router.bench_router import main
-
-    main(list(ctx.args))
-
-
 def register(app: typer.Typer) -> None:
-    """Add ``router``, ``status`` and ``router-bench`` to the CLI."""
-    app.command("router")(router)
-    app.command("status")(status)
-    app.command(
-        "router-bench",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    )(router_bench)
+    """Add ``router`` and ``status`` to the CLI."""
+    app.command("router", rich_help_panel=RUN)(router)
+    app.command("status", rich_help_panel=RUN)(status)

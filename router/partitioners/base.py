@@ -13,10 +13,14 @@ import numpy.typing as npt
 
 from router.partitioners.keys import DEFAULT_HASH_SEED, KeyBatch, KeyCodec, Keys
 
-__all__ = ["Assignment", "Partitioner", "PartitionerState"]
+__all__ = ["Assignment", "Partitioner", "PartitionerState", "StateVersionError"]
 
 Assignment = npt.NDArray[np.int32]
 STATE_VERSION = 1
+
+
+class StateVersionError(ValueError):
+    """A snapshot written by another version of the partitioner's state layout."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,9 @@ class Partitioner(ABC):
     name: ClassVar[str] = ""
     splits_keys: ClassVar[bool] = False
     n_hashes: ClassVar[int] = 1
+    #: Layout version of :meth:`_state`; bump it when the state's attributes change meaning or shape, so
+    #: that :meth:`restore` refuses a snapshot it cannot read instead of continuing from garbage.
+    state_version: ClassVar[int] = 1
 
     def __init__(
         self,
@@ -130,7 +137,7 @@ class Partitioner(ABC):
     def snapshot(self) -> PartitionerState:
         """Capture the state; a fresh instance given it by :meth:`restore` continues identically."""
         data = pickle.dumps(self._state(), protocol=pickle.HIGHEST_PROTOCOL)
-        return PartitionerState(self.name, {"n": self.n, **self.params()}, data)
+        return PartitionerState(self.name, {"n": self.n, **self.params()}, data, meta={"state": self.state_version})
 
     def restore(self, state: PartitionerState) -> None:
         """Continue from ``state`` (taken from an instance of the same algorithm and ``n``)."""
@@ -138,6 +145,12 @@ class Partitioner(ABC):
             raise ValueError(f"state of partitioner {state.name!r} cannot restore {self.name!r}")
         if state.params.get("n") != self.n:
             raise ValueError(f"state for n={state.params.get('n')} cannot restore n={self.n}")
+        found = (state.version, state.meta.get("state"))
+        if found != (STATE_VERSION, self.state_version):
+            raise StateVersionError(
+                f"{self.name} snapshot has state version {found[0]} / layout {found[1]}; this version reads "
+                f"state version {STATE_VERSION} / layout {self.state_version} only (start from an empty state instead)"
+            )
         self._load_state(pickle.loads(state.data))
 
     def merge(self, peers: Sequence[PartitionerState]) -> None:  # noqa: B027 - optional hook

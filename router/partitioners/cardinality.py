@@ -1,4 +1,4 @@
-"""Per-combiner distinct-key sets for the Holistic partitioners (papers/004, Sec. 3.2): exact or HLL.
+"""Per-combiner distinct-key sets for the Holistic partitioners ([Holistic], Sec. 3.2): exact or HLL.
 
 Both stores offer the same three operations on key ids (uint64 as Python ints): :meth:`find` (the first
 candidate whose set holds the key), :meth:`add` (insert; says whether the set changed) and ``card``

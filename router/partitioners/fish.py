@@ -1,4 +1,4 @@
-"""FISH (papers/002): epoch-based hot-key counting with decay, CHK, heuristic worker assignment.
+"""FISH ([FISH] (docs/partitioners.md)): epoch-based hot-key counting with decay, CHK, heuristic worker assignment.
 
 Per tuple, the paper (Alg. 1-3) does:
 
@@ -15,7 +15,7 @@ Per tuple, the paper (Alg. 1-3) does:
    first candidate on the ring), then ``C_w += 1``. When more than ``interval`` time units passed since the
    last estimate, every backlog drains: ``C_w = max(0, C_w - elapsed / P_w)``.
 
-Decisions where the paper is open (see ALGORITHMS.md):
+Decisions where the paper is open (see docs/partitioners.md):
 
 - ``N_w`` of Eq. 1 is already in ``C_w`` (Alg. 3 line 18 adds every assignment to ``C_w``), so the drain
   uses ``C_w`` alone, and subtracts the elapsed time (``>= T``) rather than exactly ``T``.
@@ -68,7 +68,8 @@ import numpy.typing as npt
 from router.partitioners.base import Partitioner
 from router.partitioners.keys import KeyBatch, KeyCodec
 from router.partitioners.ring import ConsistentRing
-from router.partitioners.waterfill import pair_fill, pkg_fill_many, two_choice_many, water_fill
+from router.partitioners.spacesaving import SpaceSaving
+from router.partitioners.waterfill import level_fill, pair_fill, pkg_fill_many, two_choice_many
 
 __all__ = ["FISHPartitioner"]
 
@@ -89,6 +90,7 @@ class FISHPartitioner(Partitioner):
     name = "fish"
     splits_keys = True
     n_hashes = 1
+    state_version = 2  # 2: the counter is a SpaceSaving object
 
     def __init__(
         self,
@@ -125,16 +127,9 @@ class FISHPartitioner(Partitioner):
             virtual_nodes=virtual_nodes,
         )  # fmt: skip
         self.ring = ConsistentRing(range(self.n), self.virtual_nodes, self.hash_seed)
-        # Space-saving counter: slots [0, used) are occupied; M_k per slot; a sorted id index for lookups.
-        self._ids = np.zeros(self.k_max, dtype=np.uint64)
-        self._cnt = np.zeros(self.k_max, dtype=np.float64)
+        # Space-saving counter (router.partitioners.spacesaving) and M_k per counter slot.
+        self._ss = SpaceSaving(self.k_max)
         self._m = np.zeros(self.k_max, dtype=np.int64)
-        self._used = 0
-        # Lookup index: sorted ``(id with its low bits replaced by the slot)``; a hit is confirmed on the full
-        # id (two tracked ids equal but for their low bits, p ~ 2^-44 per pair, would leave one unfound).
-        self._slot_mask = np.uint64((1 << max(1, (self.k_max - 1).bit_length())) - 1)
-        self._index = np.zeros(0, dtype=np.uint64)
-        self._mass = 0.0  # decayed tuple count (the denominator of f_k)
         self._in_epoch = 0
         # Worker state estimate (Alg. 3).
         self._backlog: list[float] = [0.0] * self.n
@@ -179,64 +174,28 @@ class FISHPartitioner(Partitioner):
     # -- counting --------------------------------------------------------------------------------
     def _lookup(self, ids: npt.NDArray[np.uint64]) -> I64:
         """Slot of each id (-1 when untracked)."""
-        slots = np.full(ids.shape[0], -1, dtype=np.int64)
-        if self._used:
-            high = ids & ~self._slot_mask
-            found = self._index[np.minimum(np.searchsorted(self._index, high), self._used - 1)]
-            slot = (found & self._slot_mask).astype(np.int64)
-            hit = ((found & ~self._slot_mask) == high) & (self._ids[slot] == ids)
-            slots[hit] = slot[hit]
-        return slots
+        return self._ss.lookup(ids)
 
     def _count(self, ids: npt.NDArray[np.uint64], cnt: I64) -> I64:
         """Add a segment's per-key counts (batched space-saving); returns each key's slot (-1: untracked)."""
-        slots = self._lookup(ids)
-        found = slots >= 0
-        self._cnt[slots[found]] += cnt[found]
-        new = np.flatnonzero(~found)
-        if new.size:
-            used = self._used
-            free = new[: self.k_max - used]
-            fresh = np.arange(used, used + free.size)
-            self._ids[fresh] = ids[free]
-            self._cnt[fresh] = cnt[free]
-            self._m[fresh] = 0
-            slots[free] = fresh
-            self._used = used + free.size
-            rest = new[free.size :]
-            if rest.size:
-                touched = np.zeros(self.k_max, dtype=bool)
-                touched[slots[slots >= 0]] = True
-                evictable = np.flatnonzero(~touched)
-                if rest.size > evictable.size:
-                    keep = np.argsort(-cnt[rest], kind="stable")[: evictable.size]
-                    rest = rest[np.sort(keep)]
-                if rest.size < evictable.size:  # the smallest counters (any order among them)
-                    evictable = evictable[np.argpartition(self._cnt[evictable], rest.size - 1)[: rest.size]]
-                victims = evictable
-                self._ids[victims] = ids[rest]
-                self._cnt[victims] += cnt[rest]
-                self._m[victims] = 0
-                slots[rest] = victims
-            used_slots = np.arange(self._used, dtype=np.uint64)
-            self._index = np.sort((self._ids[: self._used] & ~self._slot_mask) | used_slots)
-        self._mass += float(cnt.sum())
+        slots, placed = self._ss.add(ids, cnt)
+        self._m[placed] = 0
         return slots
 
     def _end_epoch(self) -> None:
-        self._cnt[: self._used] *= self.alpha
-        self._mass *= self.alpha
+        self._ss.decay(self.alpha)
         self._in_epoch = 0
 
     def _classify(self, slots: I64, *, store: bool = True) -> I64:
         """CHK (Alg. 2) per key slot: number of candidates, updating ``M_k`` when ``store``."""
         d = np.full(slots.shape[0], min(2, self.n), dtype=np.int64)
-        if not self._used or self._mass <= 0:
+        ss = self._ss
+        if not ss.used or ss.mass <= 0:
             return d
-        c = np.where(slots >= 0, self._cnt[np.maximum(slots, 0)], 0.0)
-        hot = c / self._mass > self.theta
+        c = ss.counts(slots)
+        hot = c / ss.mass > self.theta
         if hot.any():
-            top = float(self._cnt[: self._used].max())
+            top = ss.top()
             index = np.floor(np.log2(top / c[hot]) + 1e-9).astype(np.int64)
             dh = np.right_shift(self.n, np.clip(index, 0, 62))
             dh = np.minimum(np.maximum(dh, self.d_min), self.n)
@@ -322,7 +281,7 @@ class FISHPartitioner(Partitioner):
                     split[2].extend((xa, c - xa))
                 continue
             cands = row[:du]
-            x = water_fill(cands, c, loads, ptime)
+            x = level_fill(cands, c, loads, ptime)
             ws, xs = [], []
             for w, xi in zip(cands, x, strict=True):
                 if xi:

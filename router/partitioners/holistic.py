@@ -1,4 +1,4 @@
-"""The Holistic partitioners (papers/004): CM, AM, cAM and LM.
+"""The Holistic partitioners ([Holistic] (docs/partitioners.md)): CM, AM, cAM and LM.
 
 Every key has ``d`` distinct hash candidates (as PKG). Per window and per combiner the router keeps a
 tuple count ``L`` and a distinct-key set ``C`` (exact, or an HLL sketch with ``cardinality="hll"``):

@@ -6,6 +6,7 @@ fast-math), so decisions are identical; tests compare both:
 * :func:`first_appearance` - :meth:`router.partitioners.keys.KeyCodec.encode` (distinct keys of a batch in
   order of first appearance, and each tuple's index into them);
 * :func:`pkg_greedy` - PKG with ``d = 2`` (:meth:`router.partitioners.pkg.PKGPartitioner._decide2`);
+* :func:`two_choice_keys` - Dalton's tail (:func:`router.partitioners.dalton.tail.two_choice_keys`);
 * :func:`two_choice_weighted`, :func:`pkg_fill_kernel` -
   :func:`router.partitioners.waterfill.two_choice` and :func:`~router.partitioners.waterfill.pkg_fill`.
 
@@ -20,7 +21,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["first_appearance", "pkg_fill_kernel", "pkg_greedy", "two_choice_weighted", "warm"]
+__all__ = ["first_appearance", "pkg_fill_kernel", "pkg_greedy", "two_choice_keys", "two_choice_weighted", "warm"]
 
 
 @njit(cache=True)
@@ -101,6 +102,30 @@ def pkg_fill_kernel(first, second, counts, loads, out):  # type: ignore[no-untyp
         out[i] = xa
 
 
+@njit(cache=True)
+def two_choice_keys(order, c1, c2, weights, loads, level, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Keys in ``order``, all tuples of a key at once, to the less loaded of two candidates (ties: ``c1``).
+
+    Spill: to the least loaded combiner when the candidate would exceed ``level`` and that one is less loaded.
+
+    Dalton's tail (:func:`router.partitioners.dalton.tail.two_choice_keys` is the Python reference).
+    """
+    for j in range(order.shape[0]):
+        i = order[j]
+        a = c1[i]
+        b = c2[i]
+        x = a if loads[a] <= loads[b] else b
+        if loads[x] + weights[i] > level:
+            low = 0
+            for c in range(1, loads.shape[0]):
+                if loads[c] < loads[low]:
+                    low = c
+            if loads[low] < loads[x]:
+                x = low
+        loads[x] += weights[i]
+        out[i] = x
+
+
 def warm() -> None:
     """Compile (or load from the cache) every kernel for the array types the callers pass."""
     i64, f64 = np.zeros(0, np.int64), np.zeros(1, np.float64)
@@ -108,3 +133,5 @@ def warm() -> None:
     pkg_greedy(np.zeros((0, 2), np.int64), i64, np.zeros(1, np.int64), i64)
     two_choice_weighted(i64, i64, f64, f64, i64)
     pkg_fill_kernel(i64, i64, i64, f64, i64)
+    ip = np.zeros(0, np.intp)
+    two_choice_keys(ip, ip, ip, i64, f64, 0.0, ip)

@@ -40,8 +40,12 @@ DEFAULT_HASH_SEED = 13
 SEED_STEP = 4
 #: Non-negative integer keys below this bound are cached in dense numpy tables (fast path for benchmarks).
 DENSE_LIMIT = 1 << 22
-#: The dict cache for other keys is cleared when it grows past this many entries.
+#: The dict cache for other keys is cleared when it grows past this many entries ...
 MAX_CACHE = 1 << 21
+#: ... or past this many bytes (key sizes plus :data:`ENTRY_BYTES` per entry: 2M keys of 4 KB would be 8 GB).
+MAX_CACHE_BYTES = 256 << 20
+#: Estimated cost of one cache entry besides the key's own bytes (dict slot, str header, table rows).
+ENTRY_BYTES = 120
 
 Keys = npt.ArrayLike | Sequence[bytes | str | int]
 U64 = npt.NDArray[np.uint64]
@@ -117,6 +121,7 @@ class KeyCodec:
         self.seeds = tuple(hash_seed + SEED_STEP * j for j in range(n_hashes))
         self._cache: dict[Any, int] = {}  # key -> its row in _ids / _hashes
         self._used = 0  # rows of _ids / _hashes in use
+        self._cache_bytes = 0  # estimated bytes held by _cache (see MAX_CACHE_BYTES)
         self._scratch: npt.NDArray[np.intp] = np.zeros(0, dtype=np.intp)  # all -1: the compiled encode's map
         self._ids: U64 = np.zeros(0, dtype=np.uint64)
         self._hashes: U32 = np.zeros((0, n_hashes), dtype=np.uint32)
@@ -143,9 +148,10 @@ class KeyCodec:
     def _rows(self, keys: Sequence[Any]) -> npt.NDArray[np.intp]:
         """Row of every key in the id/hash tables, computing (in bulk) the keys not seen before."""
         cache = self._cache
-        if len(cache) > MAX_CACHE:
+        if len(cache) + len(keys) > MAX_CACHE or self._cache_bytes > MAX_CACHE_BYTES:  # tables stay <= MAX_CACHE
             cache.clear()
             self._used = 0
+            self._cache_bytes = 0
         get = cache.get
         rows = np.fromiter(map(get, keys, repeat(-1)), np.intp, len(keys))
         missing = np.flatnonzero(rows < 0)
@@ -160,6 +166,7 @@ class KeyCodec:
             self._ids[lo:hi], self._hashes[lo:hi] = new_ids, new_hashes
             cache.update(zip(new, range(lo, hi), strict=True))
             self._used = hi
+            self._cache_bytes += sum(len(k) if type(k) in (str, bytes) else 8 for k in new) + ENTRY_BYTES * len(new)
             rows[missing] = np.fromiter(map(cache.__getitem__, (keys[i] for i in missing.tolist())), np.intp)
         return rows
 

@@ -1,4 +1,4 @@
-"""Partitioning quality per window, exactly as shared ALGORITHMS.md ("Metrics") defines it.
+"""Partitioning quality per window, exactly as docs/partitioners.md ("Metrics") defines it.
 
 For a window ``w`` with combiner loads ``L_i`` (tuples), distinct keys ``D_i`` at combiner ``i`` and ``K``
 distinct keys in the window:

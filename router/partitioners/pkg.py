@@ -1,4 +1,4 @@
-"""PKG: Partial Key Grouping (papers/003), and PK-d (``d > 2`` choices).
+"""PKG: Partial Key Grouping ([PKG] (docs/partitioners.md)), and PK-d (``d > 2`` choices).
 
 Each key has ``d`` distinct candidate combiners (seeded murmur3, identical on every router); each tuple
 goes to the candidate with the lowest *locally estimated* load (tuples this router sent), ties to the
@@ -11,38 +11,31 @@ one batch are placed one after another by the greedy rule, which is water-fillin
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from router.partitioners.accel import choice_kernels
+from router.partitioners.waterfill import pair_fill
 from router.partitioners.windows import I64, U64, GroupedPartitioner
 
-__all__ = ["PKGPartitioner", "water_fill"]
+__all__ = ["PKGPartitioner", "greedy_counts", "greedy_fill"]
 
 LoadMode = Literal["cumulative", "windowed"]
 
 
-def water_fill(loads: list[int], count: int) -> list[int]:
+def greedy_counts(loads: list[int], count: int) -> list[int]:
     """Tuples per candidate when ``count`` tuples go one by one to the least loaded, ties to the first.
 
-    ``loads`` are the candidates' loads in priority order; the result is parallel to it.
+    ``loads`` are the candidates' loads in priority order; the result is parallel to it. (FISH's
+    :func:`router.partitioners.waterfill.level_fill` is the same rule with per-combiner tuple costs.)
     """
     d = len(loads)
-    if d == 2:  # closed form of the general case below (the common case, kept fast)
-        la, lb = loads
-        if la <= lb:
-            gap = lb - la
-            if count <= gap:
-                return [count, 0]
-            rest = count - gap
-            return [gap + (rest + 1) // 2, rest // 2]
-        gap = la - lb
-        if count <= gap:
-            return [0, count]
-        rest = count - gap
-        return [(rest + 1) // 2, gap + rest // 2]
+    if d == 2:  # the closed form (the common case)
+        xa = pair_fill(loads[0], loads[1], count)
+        return [xa, count - xa]
     by_load = sorted(range(d), key=lambda j: (loads[j], j))
     remaining, pool, level = count, 1, loads[by_load[0]]
     while pool < d:
@@ -75,6 +68,28 @@ def greedy_sequence(
     level = np.asarray(starts, dtype=np.int64)[rep] + (np.arange(rep.shape[0]) - first[rep])
     order = np.lexsort((rep, level, np.asarray(owners, dtype=np.int64)[rep]))
     return np.asarray(cands, dtype=np.int64)[rep[order]]
+
+
+def greedy_fill(rows: Iterable[Sequence[int]], counts: Iterable[int], loads: list[int]) -> npt.NDArray[np.int64]:
+    """Route each key's tuples one by one to the least loaded of its candidate ``rows`` (ties to the first).
+
+    ``rows[g]`` are key ``g``'s candidates in priority order and ``counts[g]`` its tuples (keys in grouped
+    order); ``loads`` is updated in place. Returns the combiner of every tuple, in grouped order.
+    """
+    pc: list[int] = []
+    ps: list[int] = []
+    pt: list[int] = []
+    po: list[int] = []
+    for g, (row, count) in enumerate(zip(rows, counts, strict=True)):
+        starts = [loads[c] for c in row]
+        for c, s, x in zip(row, starts, greedy_counts(starts, count), strict=True):
+            if x:
+                loads[c] = s + x
+                pc.append(c)
+                ps.append(s)
+                pt.append(x)
+                po.append(g)
+    return greedy_sequence(pc, ps, pt, po)
 
 
 class PKGPartitioner(GroupedPartitioner):
@@ -113,24 +128,10 @@ class PKGPartitioner(GroupedPartitioner):
     def _decide(self, ids: U64, cand: I64, counts: I64) -> npt.ArrayLike:
         if self.d == 2 and cand.shape[1] == 2:
             return self._decide2(cand, counts)
-        loads = self.loads
-        pc: list[int] = []
-        ps: list[int] = []
-        pt: list[int] = []
-        po: list[int] = []
-        for g, (row, count) in enumerate(zip(cand.tolist(), counts.tolist(), strict=True)):
-            starts = [loads[c] for c in row]
-            for c, s, x in zip(row, starts, water_fill(starts, count), strict=True):
-                if x:
-                    loads[c] = s + x
-                    pc.append(c)
-                    ps.append(s)
-                    pt.append(x)
-                    po.append(g)
-        return greedy_sequence(pc, ps, pt, po)
+        return greedy_fill(cand.tolist(), counts.tolist(), self.loads)
 
     def _decide2(self, cand: I64, counts: I64) -> npt.ArrayLike:
-        """``d = 2``: the compiled per-tuple loop, else :func:`water_fill`'s closed form inlined."""
+        """``d = 2``: the compiled per-tuple loop, else :func:`~router.partitioners.waterfill.pair_fill` per key."""
         kernels = choice_kernels()
         if kernels is not None:
             loads_arr = np.array(self.loads, dtype=np.int64)
@@ -141,28 +142,16 @@ class PKGPartitioner(GroupedPartitioner):
         return self._decide2_python(cand, counts)
 
     def _decide2_python(self, cand: I64, counts: I64) -> npt.ArrayLike:
-        """:meth:`_decide2` without numba: :func:`water_fill`'s closed form per key, then the per-tuple order."""
+        """:meth:`_decide2` without numba: :func:`.waterfill.pair_fill` per key, then the per-tuple order."""
         loads = self.loads
         xs: list[int] = []  # tuples of each key on its first candidate
         splits: list[tuple[int, int, int]] = []  # (key, load of a, load of b) for keys on both
         for a, b, c in zip(cand[:, 0].tolist(), cand[:, 1].tolist(), counts.tolist(), strict=True):
             la = loads[a]
             lb = loads[b]
-            if la <= lb:
-                gap = lb - la
-                if c <= gap:
-                    loads[a] = la + c
-                    xs.append(c)
-                    continue
-                xa = gap + (c - gap + 1) // 2
-            else:
-                gap = la - lb
-                if c <= gap:
-                    loads[b] = lb + c
-                    xs.append(0)
-                    continue
-                xa = (c - gap + 1) // 2
-            splits.append((len(xs), la, lb))
+            xa = pair_fill(la, lb, c)
+            if 0 < xa < c:
+                splits.append((len(xs), la, lb))
             xs.append(xa)
             loads[a] = la + xa
             loads[b] = lb + c - xa

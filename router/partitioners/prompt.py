@@ -1,4 +1,4 @@
-"""Prompt's batch partitioner (papers/001, Alg. 2) for micro-batch mode.
+"""Prompt's batch partitioner ([Prompt] (docs/partitioners.md), Alg. 2) for micro-batch mode.
 
 Every :meth:`~router.partitioners.base.Partitioner.assign` call is one micro-batch (``N`` tuples, ``K``
 distinct keys, ``p = n`` blocks); nothing is carried from one batch to the next (the paper clears its

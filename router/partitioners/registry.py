@@ -6,8 +6,11 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
+from pydantic import ValidationError
+
 from router.partitioners.base import Partitioner
 from schemas.exceptions import ConfigError, UnknownPartitionerError
+from schemas.partitioner_settings import settings_model
 
 __all__ = ["ENTRY_POINT_GROUP", "available", "create", "get", "register"]
 
@@ -25,6 +28,8 @@ _REGISTRY: dict[str, str | type[Partitioner]] = {
     "fish": "router.partitioners.fish:FISHPartitioner",
     "dalton": "router.partitioners.dalton:DaltonPartitioner",
     "prompt": "router.partitioners.prompt:PromptPartitioner",
+    "dchoices": "router.partitioners.choices:DChoicesPartitioner",
+    "wchoices": "router.partitioners.choices:WChoicesPartitioner",
 }
 _entry_points_loaded = False
 
@@ -80,9 +85,21 @@ def create(
 
     ``window`` and ``slide`` are in the unit of the ``times`` given to ``assign`` (tuples for count-based
     windows, milliseconds of event time for time-based ones); ``params`` are the algorithm's own settings.
-    Invalid parameters raise :class:`ConfigError` naming the parameter and value.
+    Invalid parameters raise :class:`ConfigError` naming the parameter and value; a built-in partitioner's
+    parameters are checked against its settings model (the one place its bounds are written).
     """
     cls = get(name)
+    model = settings_model(name)
+    if model is not None:
+        try:
+            model.model_validate({"name": name, **{k: v for k, v in params.items() if k in model.model_fields}})
+        except ValidationError as exc:
+            raise ConfigError(
+                [
+                    f"partitioner {name!r}: {'.'.join(map(str, e['loc']))}={e['input']!r}: {e['msg']}"
+                    for e in exc.errors()
+                ]
+            ) from None
     try:
         return cls(n, window=window, slide=slide, seed=seed, **params)
     except TypeError as exc:

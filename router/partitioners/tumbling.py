@@ -9,7 +9,7 @@ therefore a map key id -> home, the per-combiner cardinalities ``card`` and tupl
 :class:`WindowHomes` keeps the map as two numpy arrays sorted by key id, so a batch's already-placed keys
 are resolved with one ``searchsorted`` and only the keys new to the window go through a Python loop (a
 uniform stream over 10k keys has ~8.6k distinct keys per 20k-tuple batch, most of them already placed).
-The decisions are the ones of the per-key loop over the grouped batch (Alg. 3 and 4 of papers/004):
+The decisions are the ones of the per-key loop over the grouped batch (Alg. 3 and 4 of [Holistic]):
 
 - AM places a new key on the candidate with the lowest ``card``; only new keys change ``card``, so a loop
   over the new keys alone sees the same values.
@@ -93,17 +93,23 @@ def _columns(cand: I64) -> tuple[list[int], list[int], list[list[int]]]:
     return cols[0], cols[1] if len(cols) > 1 else cols[0], cols[2:]
 
 
+def _fewest(card: list[int], a: int, b: int, rest: list[list[int]], i: int) -> int:
+    """Key ``i``'s candidate (``a``, ``b``, then ``rest[j][i]``) with the lowest ``card``; ties to the first."""
+    home = b if card[b] < card[a] else a
+    if rest:
+        best = card[home]
+        for col in rest:
+            if card[col[i]] < best:
+                home, best = col[i], card[col[i]]
+    return home
+
+
 def place_by_cards(card: list[int], cand: I64) -> list[int]:
     """AM: each new key (in order) to its candidate with the lowest ``card`` (ties: first); updates ``card``."""
     first, second, rest = _columns(cand)
     out: list[int] = []
     for i, (a, b) in enumerate(zip(first, second, strict=True)):
-        home = b if card[b] < card[a] else a
-        if rest:
-            best = card[home]
-            for col in rest:
-                if card[col[i]] < best:
-                    home, best = col[i], card[col[i]]
+        home = _fewest(card, a, b, rest, i)
         card[home] += 1
         out.append(home)
     return out
@@ -184,12 +190,7 @@ def cm_loop(card: list[int], cand: I64, counts: list[int], masks: list[int]) -> 
     for i, (a, b, c) in enumerate(zip(first, second, counts, strict=True)):
         m = masks[i]
         while c > 0:  # at most d+1 rounds: |C| only changes when the key is new at a candidate
-            home = b if card[b] < card[a] else a
-            if rest:
-                best = card[home]
-                for col in rest:
-                    if card[col[i]] < best:
-                        home, best = col[i], card[col[i]]
+            home = _fewest(card, a, b, rest, i)
             bit = 1 << home
             if m & bit:
                 take = c

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from router.partitioners.accel import choice_kernels
 
-__all__ = ["pair_fill", "pkg_fill", "pkg_fill_many", "two_choice", "two_choice_many", "water_fill"]
+__all__ = ["level_fill", "pair_fill", "pkg_fill", "pkg_fill_many", "two_choice", "two_choice_many"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -39,30 +39,16 @@ def pkg_fill(first: list[int], second: list[int], counts: list[int], loads: list
     """
     out: list[int] = []
     put = out.append
-    floor, ceil = math.floor, math.ceil
     for a, b, c in zip(first, second, counts, strict=True):
         la, lb = loads[a], loads[b]
-        if c == 1:
-            if la <= lb:
-                loads[a] = la + 1
-                put(1)
-            else:
-                loads[b] = lb + 1
-                put(0)
-            continue
-        if la <= lb:
-            head = min(c, floor(lb - la) + 1)
-            xa = head + (c - head) // 2
-        else:
-            head = min(c, ceil(la - lb))
-            xa = (c - head + 1) // 2
+        xa = pair_fill(la, lb, c)
         loads[a] = la + xa
         loads[b] = lb + c - xa
         put(xa)
     return out
 
 
-def water_fill(cands: list[int], c: int, loads: list[float], ptime: list[float] | None) -> list[int]:
+def level_fill(cands: list[int], c: int, loads: list[float], ptime: list[float] | None) -> list[int]:
     """Tuples per candidate when ``c`` tuples go one by one to the smallest ``C_w * P_w`` (ties: first).
 
     Up to two tuples per candidate are simulated; above that a closed-form common level is computed and

@@ -21,6 +21,7 @@ import numpy as np
 from schemas.control import GlobalMessage, SyncMessage
 
 __all__ = [
+    "AbandoningPort",
     "DirectPort",
     "PartitionerPort",
     "SyncClient",
@@ -55,6 +56,14 @@ class PartitionerPort(Protocol):
 
     def refresh(self) -> None:
         """Called on every tick, between batches (see :meth:`DirectPort.refresh`)."""
+        ...
+
+
+class AbandoningPort(PartitionerPort, Protocol):
+    """A port that can also take its partitioner out of AWAIT (no GLOBAL came: route with the local table)."""
+
+    def abandon(self) -> None:
+        """``leave_await()``: drop the buffered rewards, back to PREPARE."""
         ...
 
 
@@ -106,6 +115,10 @@ class DirectPort:
         """``sync_payload()``."""
         return dict(self.partitioner.sync_payload())
 
+    def abandon(self) -> None:
+        """``leave_await()`` (no GLOBAL came in time)."""
+        self.partitioner.leave_await()
+
     def _advance(self) -> None:
         p = self.partitioner
         if self.clock is not None and hasattr(p, "_advance"):
@@ -151,6 +164,8 @@ def sync_from_payload(
     sent_ms: int,
     due_ms: int | None = None,
     leaving: bool = False,
+    fingerprint: str = "",
+    after_round: int = -1,
 ) -> SyncMessage:
     """The SYNC control message of a partitioner's ``sync_payload()`` (keys as decimal strings)."""
     return SyncMessage(
@@ -159,10 +174,12 @@ def sync_from_payload(
         instance=instance,
         seq=seq,
         combiners=combiners,
+        fingerprint=fingerprint,
+        after_round=max(-1, after_round),
         sent_ms=max(0, sent_ms),
         due_ms=max(0, sent_ms if due_ms is None else due_ms),
         records=int(payload.get("records", 0)),
-        q_table={str(k): [float(x) for x in row] for k, row in payload.get("qtable", {}).items()},
+        q_table={str(k): [round(float(x), 6) for x in row] for k, row in payload.get("qtable", {}).items()},
         weights={str(k): int(w) for k, w in payload.get("weights", {}).items()},
         top_keys=[(str(k), int(c)) for k, c in payload.get("top_keys", [])],
         double=bool(payload.get("request_double", False)),
@@ -186,7 +203,7 @@ class SyncClient:
 
     ``dsync`` is the initial interval (the reducer's GLOBAL messages change it). ``stale_before``: GLOBAL
     messages sent before this time (e.g. read back from the control topic's history at start-up) are
-    not applied.
+    not applied. ``fingerprint``: the partitioner parameters' digest, carried by every SYNC.
     """
 
     def __init__(
@@ -198,10 +215,12 @@ class SyncClient:
         combiners: int,
         dsync: float,
         stale_before: float = -math.inf,
+        fingerprint: str = "",
     ) -> None:
         if dsync <= 0:
             raise ValueError(f"dsync must be > 0, got {dsync!r}")
         self.deployment, self.route, self.instance, self.combiners = deployment, route, instance, combiners
+        self.fingerprint = fingerprint
         self.dsync = float(dsync)
         self.state = SyncState.PREPARE
         self.seq = 0
@@ -240,6 +259,8 @@ class SyncClient:
             sent_ms=int(now),
             due_ms=int(now if leaving or self.next_due is None else min(self.next_due, now)),
             leaving=leaving,
+            fingerprint=self.fingerprint,
+            after_round=self.last_round,
         )
         self.seq += 1
         self.sent += 1
@@ -249,6 +270,20 @@ class SyncClient:
         self.state = SyncState.AWAIT
         self.next_due = self._grid_after(now)
         return msg
+
+    def await_expired(self, now: float, rounds: float) -> bool:
+        """In AWAIT for more than ``rounds`` x DSYNC without a GLOBAL: give up (back to PREPARE).
+
+        The caller takes the partitioner out of AWAIT too (it routes with its local table; the buffered
+        rewards are dropped, the local table has learned them already).
+        """
+        if self.state is not SyncState.AWAIT or self.awaited_since is None:
+            return False
+        if now - self.awaited_since <= rounds * self.dsync:
+            return False
+        self.state = SyncState.PREPARE
+        self.awaited_since = None
+        return True
 
     def accept_global(self, msg: GlobalMessage, now: float) -> dict[str, Any] | None:
         """The ``apply_global`` dict if ``msg`` is a new round for this route, else ``None``; back to PREPARE."""

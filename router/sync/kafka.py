@@ -15,6 +15,12 @@ the start of the last batch + 1).
 
 :meth:`KafkaSyncTransport.pump` does one step (read what is there, tick, publish) and is what tests
 drive; :meth:`KafkaSyncTransport.start` runs it on a thread.
+
+Failures are never silent: a message that cannot be produced (too large, queue full) or delivered is
+counted in ``errors`` and logged; an exception out of a step closes both clients, is counted in
+``restarts`` and logged, and the thread opens new clients after a back-off (0.5 s doubling up to 30 s)
+and goes on. The reader's fetch sizes and local queue are bounded (a flood of the control topic does not
+grow the worker's memory; oversized values are skipped by the nodes).
 """
 
 from __future__ import annotations
@@ -27,12 +33,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from connectors.kafka import make_consumer, make_producer
 from router.sync.node import ControlOut, SyncNode
-from schemas.control import encode_control
+from schemas.control import DEFAULT_MAX_BYTES, ControlMessageError, decode_raw, encode_control
 from schemas.settings import KafkaSettings
 
 __all__ = ["KafkaSyncTransport", "wall_ms"]
@@ -44,7 +49,9 @@ _READER: dict[str, Any] = {
     "enable.partition.eof": False,
     "fetch.wait.max.ms": 10,
     "fetch.min.bytes": 1,
+    "queued.max.messages.kbytes": 8192,  # the reader's prefetch queue: bounded memory under a flood
 }
+_BACKOFF_S = (0.5, 30.0)
 _WRITER: dict[str, Any] = {"linger.ms": 1, "enable.idempotence": False, "acks": 1}
 
 
@@ -57,7 +64,8 @@ class KafkaSyncTransport:
     """A worker's producer and broadcast reader of ``topic`` for its sync ``nodes`` (one per Dalton route).
 
     ``clock`` is the protocol clock (milliseconds; injectable for tests). Counters: ``sent`` / ``received``
-    messages and bytes per message type.
+    messages and bytes per message type, ``errors`` (produce, delivery and read errors), ``restarts``.
+    ``max_bytes``: the largest control value written or read.
     """
 
     def __init__(
@@ -69,6 +77,7 @@ class KafkaSyncTransport:
         clock: Callable[[], float] = wall_ms,
         history_ms: float = 30_000,
         poll_s: float = 0.02,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.kafka, self.topic = kafka, topic
         self.nodes: dict[str, SyncNode] = {}
@@ -81,7 +90,10 @@ class KafkaSyncTransport:
         self.sent_bytes: Counter[str] = Counter()
         self.received: Counter[str] = Counter()
         self.received_bytes = 0
+        self.max_bytes = max_bytes
         self.errors = 0
+        self.restarts = 0
+        self.last_error: str | None = None
         self._producer: Any = None
         self._reader: Any = None
         self._stop = threading.Event()
@@ -91,9 +103,15 @@ class KafkaSyncTransport:
     # -- clients ---------------------------------------------------------------------------------
     def open(self) -> KafkaSyncTransport:
         """Create the producer and the broadcast reader (assigned, not subscribed)."""
-        self._producer = make_producer(self.kafka, **_WRITER)
+        limit = max(1_000_000, self.max_bytes + 4096)
+        self._producer = make_producer(self.kafka, **_WRITER, **{"message.max.bytes": limit})
         group = f"skewroute-sync-reader-{uuid.uuid4().hex[:12]}"  # never joined: assign() only
-        self._reader = make_consumer(self.kafka, group, **_READER)
+        fetch = {
+            "max.partition.fetch.bytes": limit,
+            "fetch.max.bytes": 4 * limit,
+            "receive.message.max.bytes": 8 * limit,
+        }
+        self._reader = make_consumer(self.kafka, group, **_READER, **fetch)
         self._reader.assign([TopicPartition(self.topic, 0, self._start_offset())])
         return self
 
@@ -108,19 +126,40 @@ class KafkaSyncTransport:
         return off if off >= 0 else int(OFFSET_BEGINNING)
 
     def close(self) -> None:
-        """Flush what is pending and close both clients."""
-        if self._producer is not None:
-            self._producer.flush(5)
-        if self._reader is not None:
-            self._reader.close()
+        """Flush what is pending and close both clients (errors while closing are logged, not raised)."""
+        producer, reader = self._producer, self._reader
         self._producer = self._reader = None
+        try:
+            if producer is not None:
+                producer.flush(5)
+        except Exception as exc:  # noqa: BLE001 - closing after a failure: report and go on
+            log.warning("control topic %s: flushing the sync producer failed: %s", self.topic, exc)
+        try:
+            if reader is not None:
+                reader.close()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("control topic %s: closing the sync reader failed: %s", self.topic, exc)
+
+    def _error(self, what: str, exc: object) -> None:
+        self.errors += 1
+        self.last_error = f"{what}: {exc}"
+        level = logging.WARNING if self.errors == 1 or self.errors % 100 == 0 else logging.DEBUG
+        log.log(level, "control topic %s: %s failed (%d errors so far): %s", self.topic, what, self.errors, exc)
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self._error("delivery", err)
 
     # -- one step ----------------------------------------------------------------------------------
     def publish(self, msgs: Sequence[ControlOut]) -> None:
-        """Produce control messages to partition 0 (key: the route)."""
+        """Produce control messages to partition 0 (key: the route); a refused one is counted and logged."""
         for msg in msgs:
             raw = encode_control(msg)
-            self._producer.produce(self.topic, raw, msg.route.encode(), partition=0)
+            try:
+                self._producer.produce(self.topic, raw, msg.route.encode(), partition=0, on_delivery=self._delivered)
+            except (KafkaException, BufferError) as exc:
+                self._error(f"producing a {len(raw)} B {msg.type}", exc)
+                continue
             self.sent[msg.type] += 1
             self.sent_bytes[msg.type] += len(raw)
         self._producer.poll(0)
@@ -135,15 +174,14 @@ class KafkaSyncTransport:
         now = self.clock()
         for m in msgs:
             if m.error() is not None:
-                self.errors += 1
-                log.warning("control topic %s: %s", self.topic, m.error())
+                self._error("reading", m.error())
                 continue
             raw = m.value()
             self.received_bytes += len(raw or b"")
             node = self.nodes.get((m.key() or b"").decode("utf-8", "replace"))
             if node is None:
                 node = next(iter(self.nodes.values()), None)
-                if node is None or not _foreign(raw, node.config.deployment):
+                if node is None or not _foreign(raw, node.config.deployment, self.max_bytes):
                     continue  # another route of this deployment
                 # not ours (or garbage): the node logs and ignores it
             self.received["all"] += 1
@@ -166,12 +204,27 @@ class KafkaSyncTransport:
         return self
 
     def _loop(self) -> None:
-        try:
-            while not self._stop.is_set():
+        backoff = _BACKOFF_S[0]
+        while not self._stop.is_set():
+            try:
+                if self._reader is None:
+                    self.open()
                 self.pump(self.poll_s)
-        except BaseException as exc:  # reported; routing goes on without sync (hash + local learning)
-            self.failed = exc
-            log.exception("dalton sync transport on %s failed", self.topic)
+                backoff = _BACKOFF_S[0]
+            except Exception as exc:  # counted, logged, clients reopened; routing goes on meanwhile
+                self.failed = exc
+                self.restarts += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("dalton sync transport on %s failed (restart %d in %.1f s)", self.topic,
+                              self.restarts, backoff)  # fmt: skip
+                self.close()
+                self._stop.wait(backoff)
+                backoff = min(2 * backoff, _BACKOFF_S[1])
+
+    @property
+    def healthy(self) -> bool:
+        """The pump thread runs and its clients are open."""
+        return self._thread is not None and self._thread.is_alive() and self._reader is not None
 
     def stop(self, *, leave: bool = True, timeout: float = 10.0) -> None:
         """Stop pumping; with ``leave`` every node says so (nobody waits for it); close the clients."""
@@ -187,10 +240,10 @@ class KafkaSyncTransport:
         self.close()
 
 
-def _foreign(raw: bytes | None, deployment: str) -> bool:
+def _foreign(raw: bytes | None, deployment: str, max_bytes: int) -> bool:
     """Whether a message for no local route is not simply another route's of ``deployment``."""
     try:
-        data = orjson.loads(raw or b"")
-    except orjson.JSONDecodeError:
+        data = decode_raw(raw, max_bytes)
+    except ControlMessageError:
         return True
     return not isinstance(data, dict) or data.get("deployment") != deployment

@@ -64,13 +64,35 @@ class RoundInputs:
 class QtableReducer:
     """Round state of one route's reducer; every node keeps one (only the elected one builds rounds)."""
 
-    def __init__(self, *, deployment: str, route: str, combiners: int, dsync: float, policy: DsyncPolicy) -> None:
+    def __init__(
+        self,
+        *,
+        deployment: str,
+        route: str,
+        combiners: int,
+        dsync: float,
+        policy: DsyncPolicy,
+        fingerprint: str = "",
+        miss_limit: int = 3,
+        max_per_member: int = 8,
+        max_members: int = 1024,
+    ) -> None:
         if combiners < 1:
             raise ValueError(f"combiners must be >= 1, got {combiners!r}")
+        for name, value in (("miss_limit", miss_limit), ("max_per_member", max_per_member)):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value!r}")
         self.deployment, self.route, self.n = deployment, route, combiners
         self.policy = policy
+        self.fingerprint = fingerprint
+        self.miss_limit, self.max_per_member, self.max_members = miss_limit, max_per_member, max_members
+        self.pending_since: float | None = None  # arrival of the oldest SYNC of the open round
+        self.missed: dict[str, int] = {}  # live member -> rounds closed without it in a row
+        self.merged = 0  # SYNCs folded into a later one (a member over max_per_member)
+        self.refused = 0  # SYNCs of new members refused (over max_members)
         self.dsync = float(dsync)
         self.round = -1
+        self.published = -1  # the last round seen on the control topic (built rounds may wait in an outbox)
         self.pending: dict[str, list[SyncMessage]] = {}
         self.inflight: dict[str, list[SyncMessage]] = {}  # closed by another node's reducer, GLOBAL not seen yet
         self.inflight_since: float | None = None
@@ -81,12 +103,88 @@ class QtableReducer:
         self.rounds_built = 0
 
     # -- input ---------------------------------------------------------------------------------
-    def add(self, msg: SyncMessage) -> None:
-        """Queue a SYNC for the next round (a router may send several before the round closes)."""
-        self.pending.setdefault(msg.instance, []).append(msg)
+    def add(self, msg: SyncMessage, now: float = 0.0) -> bool:
+        """Queue a SYNC for the next round (a router may send several before the round closes).
 
-    def observe(self, msg: GlobalMessage, now: float, *, own: bool) -> None:
-        """Align with a GLOBAL seen on the control topic (``own``: this node sent it)."""
+        Bounded: a member keeps at most ``max_per_member`` SYNCs (the oldest is folded into the next:
+        its records still count, its rows are older than the next one's anyway), and at most
+        ``max_members`` members are pending at once (``False``: refused).
+        """
+        queue = self.pending.get(msg.instance)
+        if queue is None:
+            if len(self.pending) >= self.max_members:
+                self.refused += 1
+                return False
+            queue = self.pending[msg.instance] = []
+        queue.append(msg)
+        self._cap(queue)
+        if self.pending_since is None:
+            self.pending_since = now
+        return True
+
+    def _cap(self, queue: list[SyncMessage]) -> None:
+        while len(queue) > self.max_per_member:  # fold the oldest into the next (its records still count)
+            first = queue.pop(0)
+            queue[0] = queue[0].model_copy(update={"records": queue[0].records + first.records})
+            self.merged += 1
+
+    def pending_syncs(self) -> int:
+        """SYNC messages held (open round and rounds closed elsewhere)."""
+        return sum(map(len, self.pending.values())) + sum(map(len, self.inflight.values()))
+
+    def round_set(self, live: set[str]) -> set[str]:
+        """The live members a round waits for: not those missing from ``miss_limit`` rounds in a row."""
+        return {i for i in live if self.missed.get(i, 0) < self.miss_limit}
+
+    def closable(self, wait_for: set[str], now: float, deadline: float) -> str | None:
+        """Whether the open round closes now: ``"complete"``, ``"deadline"`` or ``None``.
+
+        ``"complete"``: every member waited for has reported; ``"deadline"``: the open round's first SYNC
+        arrived ``deadline`` ago (close with whoever reported).
+
+        Rounds are keyed by the round each SYNC follows (``after_round``: the last GLOBAL its sender had
+        applied), not by the senders' clocks: a member has reported for the open round once a SYNC sent
+        after the previous GLOBAL is pending (a SYNC that missed its round joins the next one but does
+        not count as that round's report). Clock skew between workers changes nothing.
+        """
+        if not self.pending:
+            return None
+        if wait_for <= self.fresh(inflight=False):
+            return "complete"
+        if self.pending_since is not None and now - self.pending_since >= deadline:
+            return "deadline"
+        return None
+
+    def is_fresh(self, msg: SyncMessage) -> bool:
+        """Whether ``msg`` was sent after its sender applied the last round seen on the topic (or any)."""
+        return msg.after_round < 0 or msg.after_round >= self.published
+
+    def fresh(self, upto: dict[str, int] | None = None, *, inflight: bool = True) -> set[str]:
+        """Members with a fresh SYNC held (``upto``: only SYNCs up to these seqs, only these members).
+
+        ``inflight``: count SYNCs of rounds closed elsewhere too (else only the open round's).
+        """
+        out: set[str] = set()
+        for table in (self.pending, self.inflight) if inflight else (self.pending,):
+            for inst, msgs in table.items():
+                limit = None if upto is None else upto.get(inst)
+                if upto is not None and limit is None:
+                    continue
+                if any(self.is_fresh(m) and (limit is None or m.seq <= limit) for m in msgs):
+                    out.add(inst)
+        return out
+
+    def _count_missed(self, fresh: set[str], live: set[str] | None) -> None:
+        if live is None:
+            return
+        self.missed = {i: 0 if i in fresh else self.missed.get(i, 0) + 1 for i in live}
+
+    def observe(self, msg: GlobalMessage, now: float, *, own: bool, live: set[str] | None = None) -> None:
+        """Align with a GLOBAL seen on the control topic (``own``: this node sent it).
+
+        ``live``: the live members now (their missed-round counts are updated from the GLOBAL's members).
+        """
+        fresh = self.fresh(msg.seqs) if msg.round >= self.round else set()
         for table in (self.pending, self.inflight):
             for inst, seq in msg.seqs.items():
                 kept = [m for m in table.get(inst, ()) if m.seq > seq]
@@ -94,29 +192,27 @@ class QtableReducer:
                     table[inst] = kept
                 else:
                     table.pop(inst, None)
+        if msg.round >= self.round and self.inflight:  # not in this round: they join the next one
+            self.reclaim()
         if not self.inflight:
             self.inflight_since = None
+        if not self.pending:
+            self.pending_since = None
+        elif self.pending_since is None:
+            self.pending_since = now
+        self.published = max(self.published, msg.round)
         if msg.round < self.round:
             return
+        self._count_missed(fresh, live)
         self.round = msg.round
         self.dsync = float(msg.dsync_ms)
+        self.hot_until = {k: u for k, u in self.hot_until.items() if u >= msg.round}  # bounded by live rounds
         for k in msg.hot_keys:
             self.hot_until[k] = msg.round + 1
         for k in msg.expired:
             self.hot_until.pop(k, None)
         if not own:
             self.last_emit = now
-
-    def ready(self, live: set[str]) -> bool:
-        """Whether every live member has sent its SYNC for the newest DSYNC grid point.
-
-        A member whose latest pending SYNC is for an older grid point (it joined late, or a round closed
-        just before its SYNC arrived) is waited for, so rounds do not settle into a lag of one SYNC.
-        """
-        if not self.pending or not live <= set(self.pending):
-            return False
-        latest = {i: max(m.due_ms for m in self.pending[i]) for i in live}
-        return not latest or min(latest.values()) >= max(latest.values())
 
     def close_elsewhere(self, now: float, reducer: str | None) -> None:
         """Another node's reducer closes the pending round now (same log position): await its GLOBAL.
@@ -125,8 +221,11 @@ class QtableReducer:
         before that GLOBAL arrives.
         """
         for inst, msgs in self.pending.items():
-            self.inflight.setdefault(inst, []).extend(msgs)
+            queue = self.inflight.setdefault(inst, [])
+            queue.extend(msgs)
+            self._cap(queue)
         self.pending = {}
+        self.pending_since = None
         if self.inflight_since is None:
             self.inflight_since = now
         self.inflight_reducer = reducer
@@ -135,6 +234,9 @@ class QtableReducer:
         """The round closed elsewhere will not be answered (its reducer died): include it in the next one."""
         for inst, msgs in self.inflight.items():
             self.pending[inst] = sorted([*msgs, *self.pending.get(inst, ())], key=lambda m: m.seq)
+            self._cap(self.pending[inst])
+        if self.inflight and self.pending_since is None:
+            self.pending_since = self.inflight_since
         self.inflight = {}
         self.inflight_since = None
 
@@ -153,9 +255,13 @@ class QtableReducer:
         return RoundInputs(tuple(sorted(self.pending)), load, counts)
 
     # -- a round -------------------------------------------------------------------------------
-    def build(self, now: float, reducer: str) -> GlobalMessage:
-        """Close the pending round: global Q-table, hot keys, expirations, GL, next DSYNC."""
+    def build(self, now: float, reducer: str, live: set[str] | None = None) -> GlobalMessage:
+        """Close the pending round: global Q-table, hot keys, expirations, GL, next DSYNC.
+
+        ``live``: the live members (who is missing from this round is counted, see :meth:`round_set`).
+        """
         inp = self.inputs()
+        fresh = self.fresh(inflight=False)
         r = self.round + 1
         threshold = inp.global_load / self.n
         hot = {k: c for k, c in inp.counts.items() if inp.global_load > 0 and c > threshold}
@@ -193,7 +299,8 @@ class QtableReducer:
             combiners=self.n,
             reducer=reducer,
             round=r,
-            q_table={str(k): row for k, row in q.items()},
+            fingerprint=self.fingerprint,
+            q_table={str(k): [round(x, 6) for x in row] for k, row in q.items()},
             hot_keys=dict(sorted(hot.items(), key=lambda kv: int(kv[0]))),
             expired=expired,
             global_load=inp.global_load,
@@ -204,6 +311,8 @@ class QtableReducer:
             idle_ms=idle or 0.0,
         )
         self.pending = {}
+        self.pending_since = None
+        self._count_missed(fresh, live)
         self.round = r
         self.dsync = float(msg.dsync_ms)
         self.rounds_built += 1

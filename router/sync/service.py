@@ -26,8 +26,10 @@ from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from router.sync.client import DirectPort
 from router.sync.kafka import KafkaSyncTransport
+from router.sync.metrics import register_sync_metrics
 from router.sync.node import NodeConfig, SyncNode
 from router.sync.reducer import DsyncPolicy
+from schemas.control import params_fingerprint
 from schemas.settings import KafkaSettings, RouterSettings
 
 __all__ = ["PlanePort", "attach_sync", "start_sync"]
@@ -42,6 +44,7 @@ class PlanePort:
 
     def __init__(self, plane: Any, timeout_s: float = 5.0) -> None:
         self.plane = plane
+        self.partitioner = plane.partitioner  # read-only from other threads (the buffered-rewards gauge)
         self.timeout_s = timeout_s
         comparable = getattr(plane.route.window, "kind", "time") == "time"  # event ms vs DSYNC ms (live streams)
         self.direct = DirectPort(
@@ -63,6 +66,11 @@ class PlanePort:
         fut = self.plane.submit(lambda: self.direct.apply(message, dsync, members, period))
         fut.add_done_callback(_log_failure)
 
+    def abandon(self) -> None:
+        """``leave_await()`` on the data-plane thread (queued)."""
+        fut = self.plane.submit(self.direct.abandon)
+        fut.add_done_callback(_log_failure)
+
     def refresh(self) -> None:
         """Keep ``L = GL`` across statistics windows (one call queued at a time)."""
         if self._refresh is None or self._refresh.done():
@@ -76,6 +84,12 @@ def _log_failure(fut: concurrent.futures.Future[Any]) -> None:
 
 def _is_dalton(plane: Any) -> bool:
     return hasattr(plane.partitioner, "sync_payload") and hasattr(plane.partitioner, "apply_global")
+
+
+def fingerprint(partitioner: Any) -> str:
+    """Digest of the parameters routers of one route must share to average Q rows (the seed may differ)."""
+    params = {k: v for k, v in partitioner.params().items() if k != "seed"}
+    return params_fingerprint({"name": getattr(partitioner, "name", ""), "n": int(partitioner.n), **params})
 
 
 def start_sync(
@@ -97,8 +111,10 @@ def start_sync(
                 dsync=router.dsync_ms,
                 policy=DsyncPolicy.around(router.dsync_ms),
                 liveness_floor=LIVENESS_FLOOR_MS,
-                stale_before=start,
+                stale_before=start - 2 * router.dsync_ms,  # history is judged by the senders' clocks: skew margin
                 measure_compute=True,
+                fingerprint=fingerprint(plane.partitioner),
+                max_bytes=router.control_max_bytes,
             ),
         )
         plane.sync = node
@@ -107,7 +123,7 @@ def start_sync(
         return None
     ensure_topics(make_admin(kafka), [TopicSpec(router.control_topic, 1)])
     log.info("dalton sync: routes %s on %s as %s", [n.config.route for n in nodes], router.control_topic, instance)
-    return KafkaSyncTransport(kafka, router.control_topic, nodes).start()
+    return KafkaSyncTransport(kafka, router.control_topic, nodes, max_bytes=router.control_max_bytes).start()
 
 
 class DaltonSyncService(Service):
@@ -116,6 +132,9 @@ class DaltonSyncService(Service):
     def __init__(self, runtime: Any, **kwargs: Any) -> None:
         self.runtime = runtime
         self.transport: KafkaSyncTransport | None = None
+        metrics = getattr(runtime, "metrics", None)
+        if metrics is not None:
+            register_sync_metrics(metrics.registry, lambda: self.transport)
         super().__init__(**kwargs)
 
     async def on_start(self) -> None:

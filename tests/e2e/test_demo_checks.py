@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from router.demo.checks import exactness, reference_aggregates
-from router.demo.report import ROWS, render_markdown
-from router.demo.source import T0_MS, build_input
+from router.lab.demo.checks import exactness, reference_aggregates
+from router.lab.demo.report import ROWS, render_markdown
+from router.lab.demo.source import T0_MS, build_input
 
 WINDOW_MS = 10_000
 

@@ -16,6 +16,7 @@ from connectors.kafka import make_admin, make_consumer, make_producer
 from connectors.topic_reader import TopicRecord, read_topic
 from router.dataplane import RouteDataPlane
 from router.observability import RouterMetrics
+from router.plane_parts import make_partitioner
 from schemas.settings import KafkaSettings, SkewrouteSettings
 
 RAW_PARTITIONS = 4
@@ -56,9 +57,9 @@ def run_plane(
     """
     route = s.routes[0]
     ensure_route_topics(s.kafka, route)
-    plane = RouteDataPlane(
-        s.kafka, s.router, route, RouterMetrics(instance), instance_id=instance, partitioner=partitioner
-    ).start()
+    part = None if partitioner is None else make_partitioner(route, partitioner)
+    plane = RouteDataPlane(s.kafka, s.router, route, RouterMetrics(instance), instance_id=instance, partitioner=part)
+    plane.start()
     wait_for(lambda: plane.stats.consumed >= expected or plane.error is not None, timeout)
     plane.stop()
     assert plane.join(30)

@@ -25,8 +25,8 @@ from connectors.apache_kafka import ApacheKafkaCluster
 from connectors.broker import free_port
 from connectors.kafka import make_admin, make_consumer
 from connectors.topic_reader import read_topic
-from router.demo.processes import Processes
-from router.soak_parts import Verifier, kill_group, worker_config
+from router.lab.demo.processes import Processes
+from router.lab.soak_parts import Verifier, kill_group, worker_config
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from spark_consumers.job import start_job
 from tests.integration.router_support import RAW_PARTITIONS, multiset_in, produce, wait_for, zipf_records

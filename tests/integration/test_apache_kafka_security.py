@@ -31,8 +31,8 @@ from connectors.apache_kafka import ApacheKafkaCluster
 from connectors.broker import free_port
 from connectors.kafka import make_admin
 from connectors.topic_reader import read_topic
-from router.demo.processes import Processes, router_command
-from router.soak_parts import Verifier, worker_config
+from router.lab.demo.processes import Processes, router_command
+from router.lab.soak_parts import Verifier, worker_config
 from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from spark_consumers.job import start_job

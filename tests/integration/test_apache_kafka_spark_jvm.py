@@ -20,7 +20,7 @@ import pytest
 
 from connectors.apache_kafka import ApacheKafkaCluster
 from connectors.topic_reader import read_topic
-from router.soak_parts import worker_config
+from router.lab.soak_parts import worker_config
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from tests.integration.router_support import produce, run_plane, zipf_records
 from tests.integration.spark_support import Rec, assert_same, read_results, reference

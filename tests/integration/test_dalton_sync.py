@@ -20,7 +20,7 @@ import pytest
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from connectors.workloads import zipf_probabilities
-from router.bench.measure import window_metrics
+from router.lab.bench.measure import window_metrics
 from router.partitioners.dalton import DaltonPartitioner
 from router.sync import DirectPort, DsyncPolicy, NodeConfig, SyncNode
 from router.sync.kafka import KafkaSyncTransport

@@ -1,11 +1,11 @@
 """Bad input through a running ``skewroute router`` process: hypothesis-generated malformed raw records and
 malformed or foreign control-topic messages.
 
-Over 10,000 malformed raw records (invalid JSON, wrong types, missing key or time, huge records, keys and
-numbers, non-UTF-8, empty and null values, JSON that is not an object) mixed with good ones: every bad one is
-in the DLQ with the field at fault and a reason, every good one is routed, and the worker process is the same
-one throughout (same pid, alive, no data-plane failure). Garbage on the control topic is logged once as a
-warning and ignored, and the Dalton rounds go on.
+Over 10,000 malformed raw records (invalid JSON, wrong types, missing key or time, times far ahead, huge
+records, keys and numbers, non-UTF-8, empty and null values, JSON that is not an object) mixed with good
+ones: every bad one is in the DLQ with the field at fault and a reason, every good one is routed, and the
+worker process is the same one throughout (same pid, alive, no data-plane failure). Garbage on the control
+topic is logged once as a warning and ignored, and the Dalton rounds go on.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import free_port
 from connectors.kafka import make_admin, make_producer
 from connectors.topic_reader import read_topic
-from router.demo.processes import Processes, router_command
-from router.soak_parts import ControlWatcher, Verifier, worker_config
+from router.lab.demo.processes import Processes, router_command
+from router.lab.soak_parts import ControlWatcher, Verifier, worker_config
 from schemas.control import SyncMessage, encode_control
 from schemas.records import DeadLetter
 from schemas.settings import KafkaSettings
@@ -46,7 +46,8 @@ def _doc(**fields: Any) -> bytes:
 
 _i64 = st.integers(-(2**63), 2**63 - 1)
 _key = st.one_of(st.text(min_size=1, max_size=10), _i64)
-_ts = st.integers(0, 2**45)
+_NOW_MS = int(time.time() * 1000)
+_ts = st.integers(0, _NOW_MS)  # good times: not ahead of the wall clock (routes dead-letter > 1 h ahead)
 _x = st.one_of(st.none(), st.integers(-(2**53), 2**53), st.floats(allow_nan=False, allow_infinity=False))
 _long_key = st.text(min_size=MAX_KEY + 1, max_size=MAX_KEY + 40)
 _containers = st.one_of(st.lists(_i64, max_size=3), st.dictionaries(st.text(max_size=3), _i64, max_size=2))
@@ -81,6 +82,9 @@ BAD = st.one_of(
     st.builds(lambda t: ("key missing", "key", _doc(kee="k", ts=t)), _ts),
     st.builds(lambda k, t: ("time: wrong type/out of range", "ts", _doc(key=k, ts=t)), _key, _not_ts),
     st.builds(lambda k: ("time missing", "ts", _doc(key=k)), _key),
+    st.builds(
+        lambda k, t: ("time: too far ahead", "ts", _doc(key=k, ts=t)), _key, st.integers(_NOW_MS + 7_200_000, 2**53 - 1)
+    ),  # fmt: skip
     st.builds(lambda k, t, x: ("measure: wrong type", "x", _doc(key=k, ts=t, x=x)), _key, _ts, _not_x),
 )
 

@@ -30,8 +30,8 @@ from connectors.broker import free_port
 from connectors.spark_source import kafka_options
 from router.app import _faust_broker
 from router.dataplane import RouteDataPlane
+from router.lab.soak_parts import worker_config
 from router.observability import RouterMetrics
-from router.soak_parts import worker_config
 from router.sync.kafka import KafkaSyncTransport
 from schemas.exceptions import BrokerError
 from schemas.settings import SkewrouteSettings

@@ -17,9 +17,9 @@ import pytest
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from connectors.topic_reader import read_topic
-from router.demo.processes import Processes
-from router.soak_parts import kill_group, worker_config
-from spark_consumers.feed import assign_combiners, produce_routed
+from router.lab.demo.processes import Processes
+from router.lab.soak_parts import kill_group, worker_config
+from spark_consumers.lab.feed import assign_combiners, produce_routed
 from tests.integration.router_support import wait_for
 from tests.integration.spark_support import T0, Rec, assert_same, read_results, reference
 
@@ -36,7 +36,7 @@ def _committed_batches(checkpoint: Path) -> int:
 
 
 def test_spark_job_killed_and_restarted_from_checkpoint_stays_exact(kafka, topic: str, tmp_path: Path) -> None:
-    from router.demo.processes import spark_command
+    from router.lab.demo.processes import spark_command
 
     rng = random.Random(3)
     keys = ["hot"] * 10 + ["warm"] * 4 + [f"k{i}" for i in range(40)]

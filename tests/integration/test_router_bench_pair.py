@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from router.bench_pair import pair_table, run_pair
-from router.dataplane import PASSTHROUGH
+from router.lab.planes import PASSTHROUGH
+from router.lab.router_bench_pair import pair_table, run_pair
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import produce, routed, zipf_records
 

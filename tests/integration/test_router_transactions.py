@@ -25,7 +25,13 @@ def test_exactly_once_route_commits_outputs_with_offsets(kafka: KafkaSettings, t
     records: list[tuple[bytes | None, bytes | None]] = list(zipf_records(5000, seed=9))
     records.insert(1234, (None, b"not json"))
     produce(kafka, topic, records)
-    s = settings(kafka, topic, f"app-{topic}", partitioner={"name": "fish"}, router={"delivery": "exactly_once"})
+    s = settings(
+        kafka,
+        topic,
+        f"app-{topic}",
+        partitioner={"name": "fish"},
+        router={"delivery": "exactly_once", "instance_id": "w1"},
+    )
     route = s.routes[0]
     plane = run_plane(s, len(records))
     assert (plane.stats.routed, plane.stats.dead) == (5000, 1)

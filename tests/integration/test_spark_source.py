@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin, make_producer
-from connectors.kafka_offsets import distribute_budget, make_probe_consumer, probe_ends
+from connectors.kafka_offsets import make_probe_consumer, probe_ends
 from connectors.spark_source import SHORT_NAME, kafka_options, register_source
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -37,12 +37,6 @@ def test_probe_finds_true_end_behind_watermark(kafka, topic) -> None:
         assert probe_ends(c, {topic: {"0": 100, "1": 2500}}, cap=1000) == {topic: {"0": 1100, "1": 2500}}
     finally:
         c.close()
-
-
-def test_distribute_budget_by_lag() -> None:
-    ends = distribute_budget({"t": {"0": 0, "1": 10, "2": 5}}, {"t": {"0": 900, "1": 110, "2": 5}}, 100)
-    assert ends == {"t": {"0": 90, "1": 20, "2": 5}}
-    assert distribute_budget({"t": {"0": 0}}, {"t": {"0": 7}}, None) == {"t": {"0": 7}}
 
 
 def test_batch_read_delivers_every_record(spark, kafka, topic) -> None:

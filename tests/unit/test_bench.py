@@ -14,18 +14,18 @@ import pytest
 from typer.testing import CliRunner
 
 from connectors.workloads import make_workload
-from router.bench import BenchSpec, run_bench
-from router.bench.advisor import advise, holistic_rule
-from router.bench.experiments import adaptation_lag, cumulative_imbalance, split_keys
-from router.bench.report import write_report
-from router.bench.suite import EXPERIMENTS, run_suite
 from router.cli import app
+from router.lab.bench import BenchSpec, run_bench
+from router.lab.bench.advisor import advise, holistic_rule
+from router.lab.bench.experiments import adaptation_lag, cumulative_imbalance, split_keys
+from router.lab.bench.report import write_report
+from router.lab.bench.suite import EXPERIMENTS, run_suite
 from router.partitioners import PartitionerState, registry
 from router.partitioners.simple import HashPartitioner
 
 
 def direct_metrics(keys: np.ndarray, combiners: np.ndarray, n: int, m: int, c: float, w: int) -> dict[str, list[float]]:
-    """The ALGORITHMS.md definitions, computed naively per window of ``w`` tuples."""
+    """The docs/partitioners.md definitions, computed naively per window of ``w`` tuples."""
     out: dict[str, list[float]] = defaultdict(list)
     for s in range(0, len(keys), w):
         ks, cs = keys[s : s + w].tolist(), combiners[s : s + w].tolist()
@@ -149,21 +149,23 @@ def test_suite_helpers() -> None:
         run_suite(1000, only=["bogus"])
 
 
-def test_cli_bench_advise_reproduce(tmp_path: Path) -> None:
+def test_cli_bench_advise_and_papers_suite(tmp_path: Path) -> None:
     cli = CliRunner()
-    res = cli.invoke(app, ["bench", "-w", "zipf:s=1.5,keys=1000", "--tuples", "3000", "-p", "hash,shuffle,pkg:d=3",
+    res = cli.invoke(app, ["bench", "-w", "zipf:s=1.5,keys=1000", "--records", "3000", "-p", "hash,shuffle,pkg:d=3",
                            "-n", "4", "--out", str(tmp_path / "b")])  # fmt: skip
     assert res.exit_code == 0, res.output
     data = json.loads((tmp_path / "b" / "result.json").read_text())
     assert set(data["runs"]) == {"hash", "shuffle", "pkg:d=3"} and data["runs"]["pkg:d=3"]["params"] == {"d": 3}
-    res = cli.invoke(app, ["advise", "-w", "uniform:keys=4", "--tuples", "4000", "-p", "shuffle,hash"])
+    res = cli.invoke(app, ["advise", "-w", "uniform:keys=4", "--records", "4000", "-p", "shuffle,hash"])
     assert res.exit_code == 0, res.output
     assert "recommendation: shuffle" in res.output and "Holistic rule" in res.output
-    res = cli.invoke(app, ["reproduce", "--tuples", "5000", "--only", "holistic", "--out", str(tmp_path / "p")])
+    res = cli.invoke(
+        app, ["bench", "--suite", "papers", "--records", "5000", "--only", "holistic", "-o", str(tmp_path / "p")]
+    )
     assert res.exit_code == 0, res.output
     md = (tmp_path / "p" / "reproduction.md").read_text()
     assert md.count("| holistic |") == 3
-    res = cli.invoke(app, ["bench", "--suite", "papers", "--tuples", "4000", "--out", str(tmp_path / "s")])
+    res = cli.invoke(app, ["bench", "--suite", "papers", "--records", "4000", "--out", str(tmp_path / "s")])
     assert res.exit_code == 0, res.output
     rows = json.loads((tmp_path / "s" / "reproduction.json").read_text())
     assert set(EXPERIMENTS) <= {r["experiment"] for r in rows}

@@ -6,18 +6,13 @@ import mmh3
 import numpy as np
 import pytest
 
+from connectors.workloads import zipf_keys
 from router import partitioners as P
 from router.partitioners.fish import FISHPartitioner
 from router.partitioners.ring import ConsistentRing
-from router.partitioners.waterfill import pair_fill, pkg_fill, two_choice, water_fill
+from router.partitioners.waterfill import level_fill, pair_fill, pkg_fill, two_choice
 
 N = 8
-
-
-def zipf_keys(size: int, s: float, k: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    p = np.arange(1, k + 1, dtype=np.float64) ** -s
-    return rng.choice(k, size=size, p=p / p.sum()).astype(np.int64)
 
 
 def evolving_zipf(size: int, s: float, k: int, seed: int) -> tuple[np.ndarray, int]:
@@ -169,10 +164,10 @@ def test_batches_split_at_epoch_boundaries_and_snapshot_round_trip():
     b.restore(a.snapshot())
     assert np.array_equal(run(a, keys[3500:], batch=700), run(b, keys[3500:], batch=700))
     assert first.min() >= 0 and first.max() < N
-    assert a._used <= 50  # the counter never exceeds K_max
+    assert a._ss.used <= 50  # the counter never exceeds K_max
 
 
-def test_water_fill_matches_the_per_tuple_greedy():
+def test_level_fill_matches_the_per_tuple_greedy():
     rng = np.random.default_rng(0)
     for _ in range(3000):
         la, lb = (float(v) for v in rng.integers(0, 30, 2) + rng.random(2) * (rng.random() < 0.5))
@@ -185,8 +180,8 @@ def test_water_fill_matches_the_per_tuple_greedy():
                 wb += 1
         assert pair_fill(la, lb, c) == xa
     loads = [0.0] * 8
-    assert water_fill(list(range(8)), 400, loads, None) == [50] * 8
-    assert water_fill([0, 1], 100, [50.0, 0.0], [1.0, 2.0]) == [50, 50]
+    assert level_fill(list(range(8)), 400, loads, None) == [50] * 8
+    assert level_fill([0, 1], 100, [50.0, 0.0], [1.0, 2.0]) == [50, 50]
     loads = [0.0, 0.0]
     assert two_choice([0, 0, 0], [1, 1, 1], loads, None) == [0, 1, 0]
     assert loads == [2.0, 1.0]

@@ -105,3 +105,25 @@ def test_array_loops_equal_list_loops_on_fractional_loads() -> None:
             first.tolist(), second.tolist(), loads_b, ptime
         )
         assert loads_a == loads_b
+
+
+@pytest.mark.parametrize("level", [float("inf"), 40.0])
+def test_dalton_tail_compiled_equals_python(level: float) -> None:
+    from router.partitioners.dalton.tail import two_choice_keys
+
+    kernels = choice_kernels()
+    assert kernels is not None
+    rng = np.random.default_rng(4)
+    n, k = 8, 400
+    c1 = rng.integers(0, n, k).astype(np.intp)
+    c2 = ((c1 + rng.integers(1, n, k)) % n).astype(np.intp)
+    weights = np.minimum(rng.zipf(1.4, k), 200).astype(np.int64)
+    order = np.argsort(-weights, kind="stable").astype(np.intp)
+    start = rng.integers(0, 30, n).astype(np.float64)
+    got_loads, want_loads = start.copy(), start.copy()
+    got, want = np.full(k, -1, np.intp), np.full(k, -1, np.intp)
+    kernels.two_choice_keys(order, c1, c2, weights, got_loads, level, got)
+    two_choice_keys(order, c1, c2, weights, want_loads, level, want)
+    assert np.array_equal(got, want) and np.array_equal(got_loads, want_loads)
+    on_candidate = (got == c1) | (got == c2)
+    assert on_candidate.all() if level == float("inf") else not on_candidate.all()  # spills only with a level

@@ -1,4 +1,4 @@
-"""The per-window metrics of ALGORITHMS.md: hand-computed examples, the quality tool's numbers, bounds."""
+"""The per-window metrics of docs/partitioners.md: hand-computed examples, the quality tool's numbers, bounds."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_key_forms_are_one_key() -> None:
 
 
 def quality_tool_metrics(keys: np.ndarray, wk: np.ndarray, n: int, w: int = 1000) -> tuple[float, float]:
-    """The computation of shared/tools/check_quality.py (copied: the reference our numbers must match)."""
+    """The computation of the project's quality tool (copied: the reference our numbers must match)."""
     imb, rep = [], []
     for s in range(0, len(keys), w):
         k, x = keys[s : s + w], wk[s : s + w]

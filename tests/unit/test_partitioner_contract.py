@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from connectors.workloads import zipf_keys
 from router.partitioners import Partitioner, PartitionerState, available, create, get, register
 from router.partitioners import registry as registry_module
 from router.partitioners.keys import KeyBatch
@@ -24,9 +25,7 @@ WINDOW, SLIDE = 600, 200
 
 
 def zipf_stream(size: int, seed: int = 7, keys: int = 300) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    p = np.arange(1, keys + 1, dtype=np.float64) ** -1.2
-    return rng.choice(keys, size=size, p=p / p.sum()).astype(np.int64)
+    return zipf_keys(size, 1.2, keys, seed)
 
 
 def make(name: str, n: int = 8, seed: int = 1) -> Partitioner:
@@ -209,3 +208,22 @@ def test_partitioners_import_no_kafka_faust_or_spark() -> None:
     root = PACKAGE_DIR.parents[1]
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["hash", "dalton", "cam"])
+def test_restore_refuses_a_snapshot_of_another_state_layout(name: str) -> None:
+    import dataclasses
+
+    from router.partitioners.base import STATE_VERSION, StateVersionError
+
+    part = create(name, 4, seed=1)
+    part.assign(np.arange(100) % 7)
+    state = part.snapshot()
+    create(name, 4, seed=1).restore(state)  # same layout: fine
+    for bad in (
+        dataclasses.replace(state, version=STATE_VERSION + 1),
+        dataclasses.replace(state, meta={**state.meta, "state": type(part).state_version + 1}),
+        dataclasses.replace(state, meta={}),
+    ):
+        with pytest.raises(StateVersionError, match="layout"):
+            create(name, 4, seed=1).restore(bad)

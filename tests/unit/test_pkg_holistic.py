@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from connectors.workloads import zipf_keys
 from router.partitioners import KeyCodec, Partitioner, PartitionerState, create, distinct_candidates
 from router.partitioners.holistic import HolisticPartitioner
 from router.partitioners.metrics import count_windows
-from router.partitioners.pkg import PKGPartitioner, water_fill
+from router.partitioners.pkg import PKGPartitioner, greedy_counts
 from schemas.exceptions import ConfigError
 
 MINE = ["pkg", "cm", "am", "cam", "lm"]
@@ -38,9 +39,7 @@ IDS = [f"{name}-{'-'.join(f'{k}={v}' for k, v in kw.items()) or 'default'}" for 
 
 
 def zipf_stream(size: int, s: float = 1.2, keys: int = 400, seed: int = 5) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    p = np.arange(1, keys + 1, dtype=np.float64) ** -s
-    return rng.choice(keys, size=size, p=p / p.sum()).astype(np.int64)
+    return zipf_keys(size, s, keys, seed)
 
 
 def batches(size: int, seed: int = 0) -> list[tuple[int, int]]:
@@ -59,7 +58,7 @@ def run(part: Partitioner, keys: np.ndarray, times: np.ndarray, seed: int = 0) -
 def reference(
     name: str, keys: np.ndarray, times: np.ndarray, n: int, d: int, window: int, slide: int, **kw: Any
 ) -> np.ndarray:
-    """Alg. 2-5 of papers/004 (and PKG), one tuple at a time, over each batch in key-grouped order."""
+    """Alg. 2-5 of [Holistic] (and PKG), one tuple at a time, over each batch in key-grouped order."""
     sliding = kw.get("windowing") == "sliding"
     windowed = name != "pkg" or kw.get("load") == "windowed"
     span = slide if sliding else window
@@ -136,14 +135,14 @@ def test_pkg_windowed_and_cumulative_differ_after_a_boundary() -> None:
     count=st.integers(0, 120),
 )
 @settings(max_examples=300, deadline=None)
-def test_water_fill_is_the_sequential_greedy(loads: list[int], count: int) -> None:
+def test_greedy_counts_is_the_sequential_greedy(loads: list[int], count: int) -> None:
     cur = list(loads)
     expected = [0] * len(loads)
     for _ in range(count):
         j = min(range(len(cur)), key=lambda i: (cur[i], i))
         cur[j] += 1
         expected[j] += 1
-    assert water_fill(list(loads), count) == expected
+    assert greedy_counts(list(loads), count) == expected
 
 
 @pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)

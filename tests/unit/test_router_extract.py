@@ -107,18 +107,3 @@ def test_kafka_key_source() -> None:
         "key: the Kafka key is missing", "key: the Kafka key is not valid UTF-8", out.bad[2].error.args[0]
     ]  # fmt: skip
     assert out.bad[2].error.field == "value"
-
-
-def test_passthrough_spreads_every_source_partition_over_all_combiners() -> None:
-    from router.extract import Extracted
-    from router.plane_parts import passthrough
-
-    # 4 raw partitions, 8 combiners: the benchmark's baseline must write to all 8 (same output I/O as a
-    # balancing partitioner), not only to the 4 a "source partition mod n" mapping would reach.
-    ext = Extracted(partitions=[i % 4 for i in range(8_000)], offsets=[i // 4 + 17 for i in range(8_000)])
-    out = passthrough(ext, 8)
-    assert out.dtype == "int32"
-    assert out.tolist()[:4] == [(p + 17) % 8 for p in range(4)]
-    assert sorted(set(out.tolist())) == list(range(8))
-    counts = [out.tolist().count(c) for c in range(8)]
-    assert max(counts) - min(counts) <= 4

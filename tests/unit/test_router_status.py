@@ -23,6 +23,8 @@ def metrics_url() -> Iterator[str]:
     r.dead_lettered("value")
     r.batch_seconds.observe(0.02)
     r.window_done(WindowStats(0, np.array([10, 20, 30]), keys=5, pairs=6))
+    r.partition_lag(0, 4_000)
+    r.partition_lag(3, 321)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -49,6 +51,7 @@ def test_scrape_reads_route_metrics(metrics_url: str) -> None:
     assert v.values["skewroute_tuples_in_total"] == 1000 and v.dead == {"value": 1.0, "key": 0.0, "timestamp": 0.0}
     assert v.loads == {0: 10, 1: 20, 2: 30}
     assert v.values["skewroute_window_replication"] == pytest.approx(1.2)
+    assert v.values["skewroute_consumer_lag"] == 4_321
 
 
 def test_table_renders_and_hides_credentials(metrics_url: str) -> None:
@@ -57,6 +60,7 @@ def test_table_renders_and_hides_credentials(metrics_url: str) -> None:
     console.print(_tables([metrics_url, secret_url], {}))
     text = console.export_text()
     assert "clicks (dalton)" in text and "1,000" in text and "1.50" in text  # max/mean of loads 10, 20, 30
+    assert "4,321" in text  # consumer lag summed over the worker's raw partitions
     assert text.count("clicks (dalton)") == 2 and "http://***@127.0.0.1" in text  # basic auth, URL redacted
     console.print(_tables(["http://u:hunter2@127.0.0.1:1/metrics"], {}))
     text = console.export_text()

@@ -126,7 +126,7 @@ def test_words_language_switch() -> None:
 def test_file_replay_jsonl_and_csv(tmp_path: Path) -> None:
     jl = tmp_path / "s.jsonl"
     jl.write_text("\n".join(json.dumps({"user": f"u{i % 3}", "ts": f"2024-01-01T00:00:0{i}Z"}) for i in range(5)))
-    k, t = collect(f"file:path={jl},key=user,time=ts,batch=2")
+    k, t = collect(f"file:path={jl},key=user,time=ts,unit=iso,batch=2")
     assert k.tolist() == ["u0", "u1", "u2", "u0", "u1"]
     assert np.array_equal(np.diff(t), [1000] * 4)
     cs = tmp_path / "s.csv"
@@ -135,7 +135,7 @@ def test_file_replay_jsonl_and_csv(tmp_path: Path) -> None:
     assert k.tolist() == ["a", "b", "a"] and t.tolist() == [5, 7, 9]
     k, t = collect(f"file:path={cs},key=id")
     assert t.tolist() == [0, 1, 2]
-    with pytest.raises(ValueError, match="no key field"):
+    with pytest.raises(ValueError, match="record 1: nope: key field is missing"):
         collect(f"file:path={cs},key=nope")
 
 
@@ -147,3 +147,15 @@ def test_spec_parsing_and_errors() -> None:
         make_workload("zipf:bogus=1")
     with pytest.raises(ConfigError, match="not k=v"):
         make_workload("zipf:s")
+
+
+def test_file_sample_names_fields_as_a_route(tmp_path: Path) -> None:
+    """key / time / unit of a file: sample mean a route's key.field / time.field / time.unit (dotted paths)."""
+    jl = tmp_path / "nested.jsonl"
+    jl.write_text("\n".join(json.dumps({"user": {"id": i % 2}, "at": {"s": 10 + i}}) for i in range(4)))
+    k, t = collect(f"file:path={jl},key=user.id,time=at.s,unit=s")
+    assert k.tolist() == ["0", "1", "0", "1"] and t.tolist() == [10_000, 11_000, 12_000, 13_000]
+    with pytest.raises(ConfigError, match="unit must be ms, s or iso"):
+        make_workload(f"file:path={jl},key=user.id,time=at.s,unit=h")
+    with pytest.raises(ValueError, match=r"record 1: at\.s: event time must be an ISO-8601 string"):
+        collect(f"file:path={jl},key=user.id,time=at.s,unit=iso")

@@ -1,4 +1,4 @@
-"""Dalton: learned (contextual-bandit) partitioning of hot keys, papers/000.
+"""Dalton: learned (contextual-bandit) partitioning of hot keys, [Dalton] (docs/partitioners.md).
 
 Modules: :mod:`.stats` (hot-key frequency statistics), :mod:`.window` (slots, sliding-window load and
 fragmentation with expiry), :mod:`.bandit` (Q-table, epsilon-greedy, reward), :mod:`.tail` (routing of

@@ -120,6 +120,7 @@ def run_chunks(
     adaptive: bool,
     draw: Callable[[], tuple[list[float], list[int]]],
     buffer: list[Reward] | None,
+    level: float | None = None,
 ) -> list[tuple[int, int, int]]:
     """Route the hot tuples of one segment chunk by chunk; returns the chunks ``(key index, combiner, size)``.
 
@@ -134,14 +135,22 @@ def run_chunks(
     ``loads`` (the reward's load vector, already holding the segment's non-hot tuples) and ``masks``
     (fragmentation bit mask per key) are updated in place. ``draw()`` returns fresh exploration draws
     (uniforms and random combiners). With ``buffer`` given (AWAIT state) every reward is also appended
-    there for replay onto the next global table.
+    there for replay onto the next global table. ``level`` replaces the water level (Dalton passes the
+    segment's final mean load when the hot keys are routed before the tail: each chunk then fills a combiner
+    up to the mean at most, so a hot key reaches about ``count / mean`` combiners, not all of them); with it,
+    the choice (greedy or exploring) is among the combiners still below the level when there is one: a Q row
+    learnt on the previous batch's loads would otherwise send one-tuple chunks to full combiners. The reward's
+    imbalance term then compares with that final mean, not with the mean of the partial load vector (the tail
+    is not placed yet), so rewards stay in the range they have once the segment is routed.
     """
     n, eps, p1, p2, keep = cfg.n, cfg.epsilon, cfg.p1, cfg.p2, 1.0 - cfg.gamma
     cap = cfg.max_split or n
     full = cfg.update == "all"
     rows = table.rows
     total = float(sum(loads))
-    level = water_level(loads, sum(counts))
+    room = level is not None
+    if level is None:
+        level = water_level(loads, sum(counts))
     left = list(counts)
     done = [0] * len(keys)
     active = [j for j in range(len(keys)) if left[j] > 0]
@@ -159,6 +168,10 @@ def run_chunks(
         mask = masks[key]
         held = mask.bit_count()
         allowed = [c for c in rng if mask >> c & 1] if cap < n and held >= cap else None
+        if room:  # only combiners below the level (when there is one), so a chunk never lands on a full one
+            below = [c for c in (rng if allowed is None else allowed) if loads[c] + 0.5 < level]
+            if below:
+                allowed = below
         if i == len(explore):
             explore, random_action = draw()
             i = 0
@@ -174,7 +187,7 @@ def run_chunks(
         if left[j] == 0:
             active.remove(j)
         total += m
-        mean = total / n
+        mean = level if room else total / n  # packing: imbalance against the segment's final mean
         decay = keep**m
         if full:  # every action's modelled reward for the next tuple, after this chunk went to a
             loads[a] += m
@@ -184,7 +197,7 @@ def run_chunks(
                 now = mask.bit_count()
                 cached = fraglists[key] = (mask, [(now + (not mask >> c & 1)) * p2 / n for c in rng])
             step = 1.0 - decay
-            mean1 = mean + 1.0 / n
+            mean1 = mean if room else mean + 1.0 / n
             la = loads[a] + 1.0
             reward = -(p1 * (la - mean1) / (la if la > mean1 else mean1) + cached[1][a])
             q[:] = [

@@ -1,4 +1,4 @@
-"""The Dalton partitioner: bandit routing of hot keys, affinity (or hash) for the tail (papers/000).
+"""The Dalton partitioner ([Dalton] in docs/partitioners.md): bandit routing of hot keys, affinity for the tail.
 
 How a batch is processed. The batch is a look-ahead buffer (a legitimate micro-batch technique, Sec.
 3.4): its key counts are known before any tuple is routed.
@@ -7,15 +7,28 @@ How a batch is processed. The batch is a look-ahead buffer (a legitimate micro-b
    its own, after the window state has advanced to the segment's time (expiry is exact).
 2. The segment's distinct keys are counted into the statistics window; keys reaching ``L / n`` enter the
    Q-table (valid through the next statistics window); the Q-table's keys are the hot keys.
-3. Non-hot keys are routed per distinct key, vectorised (``tail="affinity"`` or ``"hash"``); all tuples
-   of a non-hot key in the segment go to one combiner.
-4. Hot tuples (at most ~2n keys) are routed in chunks by the epsilon-greedy bandit, one decision and one
-   reward per chunk (:func:`~.bandit.run_chunks`). By default a chunk fills the chosen combiner up to the
-   segment's water level (the level the hot tuples would fill the load vector to), so a decision is
-   taken when a combiner crosses the level: about ``n`` + (hot keys) decisions per batch, i.e. the
-   paper's load quantisation (Sec. 3.1, key idea 2) with an adaptive quantum. ``quantum=q`` gives fixed
-   chunks of ``q`` tuples; ``quantum=1, update="chosen"`` is Algorithm 1 tuple by tuple. Tuples get
-   their chunk's combiner with one ``np.repeat``.
+3. With ``pack=True`` (default) the hot tuples (at most ~2n keys) are routed first, after the tail keys
+   already bound to a combiner in the scope: in chunks by the epsilon-greedy bandit
+   (:func:`~.bandit.run_chunks`), one decision and one reward per chunk, each chunk filling the chosen
+   combiner up to the segment's final mean load ``level`` at most, the choice restricted to combiners still
+   below it. So a hot key reaches about ``count / level`` combiners (the fewest that hold it without
+   exceeding the mean) instead of a piece on every combiner.
+4. Then the non-hot keys, per distinct key, vectorised (``tail="affinity"`` or ``"hash"``): affinity puts
+   the largest keys first on the less loaded of their two candidates and spills a key whose candidates
+   are both full to the least loaded combiner (:mod:`.tail`); all tuples of a non-hot key in the segment
+   go to one combiner.
+
+``pack=False`` is the paper's order: the tail first, then the hot tuples up to their water level (the
+level the hot tuples would fill the load vector to), so every combiner below it gets hot pieces. By
+default a chunk fills the chosen combiner up to the level, so a decision is taken when a combiner
+crosses it: about ``n`` + (hot keys) decisions per batch, i.e. the paper's load quantisation (Sec. 3.1,
+key idea 2) with an adaptive quantum. ``quantum=q`` gives fixed chunks of ``q`` tuples; ``quantum=1,
+update="chosen", pack=False, tail="hash"`` is Algorithm 1 tuple by tuple. Tuples get their chunk's
+combiner with one ``np.repeat``.
+
+Why ``pack``: on a sweep of Zipf s 0.6-2.0 x n 2-32 x 1k-100k keys (mean per-1,000-tuple-window max/mean,
+replication), the tail-first order split hot keys over every combiner (Zipf 1.5, n = 32: 1.31 / 1.33,
+dominated by Prompt's 1.02 / 1.24); hot-first measures 1.08 / 1.20 there and 1.00 / 1.03 at n = 8.
 
 Learning. ``update="all"`` (default): the reward is a model the router computes itself (Eq. 3-4), so
 after each chunk every action's Q value moves towards the reward the *next* tuple would get there
@@ -52,17 +65,19 @@ __all__ = ["DEFAULT_TAIL", "DaltonPartitioner"]
 
 IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 TailRule = Literal["hash", "affinity"]
-#: Chosen by measurement (mean per-window max/mean, n=8, 1000-tuple windows; affinity vs hash tail):
-#: uniform 1.00 vs 1.13, Zipf 1.0 1.25 vs 1.77, Zipf 1.0 over 100k keys 1.29 vs 1.66, changing hot set
-#: 1.10 vs 1.22, zipf15 1.05 vs 1.06, flights (dest) 1.23 vs 1.63, words 1.07 vs 1.27; replication
-#: equal (a non-hot key is never split within a slide).
+#: Chosen by measurement (mean per-window max/mean, n=8, 1000-tuple windows; affinity vs hash tail, with
+#: the earlier flow-plan affinity rule): uniform 1.00 vs 1.13, Zipf 1.0 1.25 vs 1.77, Zipf 1.0 over 100k
+#: keys 1.29 vs 1.66, changing hot set 1.10 vs 1.22, zipf15 1.05 vs 1.06, flights (dest) 1.23 vs 1.63,
+#: words 1.07 vs 1.27; replication equal (a non-hot key is never split within a slide). The largest-first
+#: rule now in :mod:`.tail` measures 1.00 on the Zipf 1.0 cells at n = 8.
 DEFAULT_TAIL: TailRule = "affinity"
 _INITIAL_SLOTS = 1 << 14
 
 
 class DaltonPartitioner(Partitioner):
-    """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions of ALGORITHMS.md.
+    """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions of docs/partitioners.md.
 
     Parameters (besides ``n``, ``window``, ``slide``, ``seed``, ``hash_seed``):
     ``epsilon``, ``gamma``, ``p1``, ``p2``, ``initial_q``: the bandit (paper defaults);
@@ -72,7 +87,9 @@ class DaltonPartitioner(Partitioner):
     ``tail``: ``hash`` (paper) or ``affinity`` (default); ``micro_batch``: see the module doc;
     ``quantum``: fixed tuples per bandit decision (default: fill to the water level, at least
     ``max(1, segment // (32 n))``); ``update``: ``all`` (default) or ``chosen`` (see the module doc);
-    ``key_forwarding``: compute :meth:`forwardable` (Sec. 4.2).
+    ``key_forwarding``: compute :meth:`forwardable` (Sec. 4.2); ``pack``: hot keys first, up to the mean
+    level (default; only with the affinity tail, a hashed tail cannot fill around them; ``False``: the
+    paper's tail-first order, see the module doc).
 
     Cooperative learning: :meth:`sync_payload`, :meth:`apply_global`, :meth:`merge` (see :mod:`.sync`).
     """
@@ -80,6 +97,7 @@ class DaltonPartitioner(Partitioner):
     name = "dalton"
     splits_keys = True
     n_hashes = 2
+    state_version = 2  # 2: ``pack``
 
     def __init__(
         self,
@@ -103,6 +121,7 @@ class DaltonPartitioner(Partitioner):
         quantum: int | None = None,
         key_forwarding: bool = False,
         update: Literal["chosen", "all"] = "all",
+        pack: bool = True,
     ) -> None:
         self.tail: TailRule = DEFAULT_TAIL if tail is None else tail
         if self.tail not in ("hash", "affinity"):
@@ -126,8 +145,10 @@ class DaltonPartitioner(Partitioner):
         self._params.update(
             epsilon=epsilon, gamma=gamma, p1=p1, p2=p2, initial_q=initial_q, statistics=statistics,
             exact_limit=exact_limit, stats_window=stats_window, max_split=max_split, tail=tail,
-            micro_batch=micro_batch, quantum=quantum, key_forwarding=key_forwarding, update=update,
+            micro_batch=micro_batch, quantum=quantum, key_forwarding=key_forwarding, update=update, pack=pack,
         )  # fmt: skip
+        # a hashed tail cannot fill around hot keys placed first: with tail=hash the hot keys go last
+        self.pack = bool(pack) and self.tail == "affinity"
         if update not in ("chosen", "all"):
             raise ValueError(f"update must be 'chosen' or 'all', got {update!r}")
         self.cfg = BanditConfig(self.n, epsilon, gamma, p1, p2, initial_q, min(max_split or self.n, self.n), update)
@@ -262,20 +283,32 @@ class DaltonPartitioner(Partitioner):
         hot = np.zeros(ids.shape[0], dtype=bool)
         if rows:  # hot now, or still in the Q-table (hot in the previous statistics window)
             hot = (ids[:, None] == np.fromiter(rows, dtype=np.uint64, count=len(rows))[None, :]).any(axis=1)
-        base = self.win.head_load if self.scope == "slide" else self.win.window_load
+        base: F64 = (self.win.head_load if self.scope == "slide" else self.win.window_load).astype(np.float64)
         any_hot = bool(rows) and bool(hot.any())
         t = np.flatnonzero(~hot) if any_hot else None
         st = slots if t is None else slots[t]
         ct = counts if t is None else counts[t]
-        if self.tail == "affinity" and st.size:
+        level = (float(base.sum()) + inv.shape[0]) / n  # the mean load once the segment is routed
+        affinity = self.tail == "affinity" and st.size > 0
+        held = c1 = c2 = None
+        if affinity:
             cand = self.cand[st]
             c1, c2 = cand[:, 1].astype(np.intp), cand[:, 2].astype(np.intp)
-            held = None
             if self.scope == "window" or not self.win.head_empty:  # a fresh slide holds nothing yet
                 held = np.where(
                     self.win.held(st, c1, self.scope), c1, np.where(self.win.held(st, c2, self.scope), c2, -1)
                 )
-            tail = affinity_fill(c1, c2, held, ct, base, n)
+        hot_out: IntP | None = None
+        if any_hot and self.pack:  # hot keys first (after the tail keys bound to a combiner), up to the level
+            fixed = np.zeros(n) if held is None else np.bincount(held[held >= 0], ct[held >= 0], minlength=n)
+            choice = self.cand[slots, 0].astype(np.intp)
+            loads = (base + fixed).tolist()
+            hot_out = np.empty(inv.shape[0], dtype=np.intp)
+            pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, choice, counts, inv, loads, hot_out, level)
+            base = np.asarray(loads, dtype=np.float64) - fixed
+        if affinity:
+            assert c1 is not None and c2 is not None
+            tail = affinity_fill(c1, c2, held, ct, base, n, level if self.pack else None)
         else:
             tail = self.cand[st, 0].astype(np.intp)
         if t is None:
@@ -283,9 +316,13 @@ class DaltonPartitioner(Partitioner):
             return tail[inv], hot
         choice = self.cand[slots, 0].astype(np.intp)
         choice[t] = tail
-        loads = (base + np.bincount(tail, weights=ct, minlength=n)).tolist()
         tuple_out = choice[inv]
-        pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, choice, counts, inv, loads, tuple_out)
+        if hot_out is None:  # tail first, then the hot tuples up to their water level (the paper's order)
+            loads = (base + np.bincount(tail, weights=ct, minlength=n)).tolist()
+            pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, choice, counts, inv, loads, tuple_out)
+        else:
+            on = hot[inv]
+            tuple_out[on] = hot_out[on]
         self.win.add(np.concatenate([st, pslots]), np.concatenate([tail, pcombs]), np.concatenate([ct, pcounts]))
         return tuple_out, hot
 
@@ -299,6 +336,7 @@ class DaltonPartitioner(Partitioner):
         inv: IntP,
         loads: list[float],
         out: IntP,
+        level: float | None = None,
     ) -> tuple[IntP, IntP, I64]:
         """Route the hot tuples chunk by chunk (writes ``out``); returns distinct (slot, combiner, tuples)."""
         n = self.n
@@ -318,8 +356,10 @@ class DaltonPartitioner(Partitioner):
         quantum = max(1, inv.shape[0] // (32 * n)) if self.quantum is None else self.quantum
         chunks = run_chunks(
             self.qtable, self.cfg, keys_u, hot_counts, loads, masks, quantum, adaptive,
-            self._draw, self.buffer if self.awaiting else None,
+            self._draw, self.buffer if self.awaiting else None, level,
         )  # fmt: skip
+        if self.awaiting and len(self.buffer) > sync.MAX_BUFFER:
+            sync.leave_await(self)  # no GLOBAL for too long: bounded memory, local learning goes on
         chunks.sort(key=lambda c: c[0])  # per key, in the order decided (the sort is stable)
         out[tpos] = np.repeat([c[1] for c in chunks], [c[2] for c in chunks])
         pairs: dict[tuple[int, int], int] = {}
@@ -376,6 +416,10 @@ class DaltonPartitioner(Partitioner):
     def sync_payload(self) -> dict[str, Any]:
         """SYNC message body for the Q-table reducer; enters the AWAIT state (see :mod:`.sync`)."""
         return sync.make_payload(self)
+
+    def leave_await(self) -> None:
+        """No GLOBAL came in time: drop the buffered rewards and leave AWAIT (see :mod:`.sync`)."""
+        sync.leave_await(self)
 
     def apply_global(self, message: Mapping[str, Any]) -> None:
         """Apply a GLOBAL message from the Q-table reducer and replay buffered rewards (see :mod:`.sync`)."""

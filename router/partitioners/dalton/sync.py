@@ -32,6 +32,11 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
     greedy choice is frozen until the answer and piles onto one combiner); the global table replaces it
     on arrival, so the end result is the paper's.
 
+``router.leave_await()``
+    No GLOBAL came (the sync node gives up after a few DSYNCs, or the buffer reached
+    :data:`MAX_BUFFER` rewards): drop the buffer and return to PREPARE. Nothing is lost for routing: the
+    local table learned those rewards already; only their replay onto a global table is skipped.
+
 ``router.merge(peer_states)``
     In-process cooperative learning from :class:`PartitionerState` snapshots: the Q-table becomes the
     frequency-weighted average (:func:`~.bandit.weighted_average`) of this router's and the peers' rows;
@@ -46,22 +51,44 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
 from router.partitioners.base import PartitionerState
 from router.partitioners.dalton.bandit import QRow, QTable, weighted_average
 
-if TYPE_CHECKING:
-    from router.partitioners.dalton.partitioner import DaltonPartitioner
 
-__all__ = ["PAYLOAD_VERSION", "apply_global", "make_payload", "merge_states"]
+class Learner(Protocol):
+    """What the sync hooks use of a Dalton partitioner (so this module does not import the partitioner)."""
+
+    name: ClassVar[str]
+    n: Any
+    cfg: Any
+    stats: Any
+    win: Any
+    slots: Any
+    qtable: Any
+    buffer: Any
+    awaiting: Any
+    cooperative: Any
+    last_global_block: Any
+    records_since_sync: Any
+    sync_counts: Any
+
+    def flush_sync_counts(self) -> None:
+        """Add the pending per-segment counts to the sync counts."""
+        ...
+
+
+__all__ = ["MAX_BUFFER", "PAYLOAD_VERSION", "apply_global", "leave_await", "make_payload", "merge_states"]
 
 PAYLOAD_VERSION = 1
+#: Most rewards buffered in AWAIT (one per bandit decision, not per tuple): then AWAIT is left.
+MAX_BUFFER = 100_000
 
 
-def make_payload(p: DaltonPartitioner) -> dict[str, Any]:
+def make_payload(p: Learner) -> dict[str, Any]:
     """Build the SYNC body and reset the since-last-sync counters (see the module doc)."""
     p.flush_sync_counts()
     counts = p.sync_counts
@@ -95,7 +122,7 @@ def _row(values: Sequence[float], n: int, key: int) -> list[float]:
     return row
 
 
-def apply_global(p: DaltonPartitioner, message: Mapping[str, Any]) -> None:
+def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
     """Apply a GLOBAL message and replay the buffered rewards (see the module doc)."""
     table = p.qtable
     window = max(p.stats.index, 0)
@@ -119,7 +146,13 @@ def apply_global(p: DaltonPartitioner, message: Mapping[str, Any]) -> None:
     p.last_global_block = p.win.block
 
 
-def merge_states(p: DaltonPartitioner, peers: Sequence[PartitionerState]) -> None:
+def leave_await(p: Learner) -> None:
+    """Leave AWAIT without a GLOBAL: drop the buffered rewards, route with the local table."""
+    p.buffer = []
+    p.awaiting = False
+
+
+def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
     """Average this router's Q-table with the peers' (weighted by key frequency, order-independent)."""
     contributions: dict[int, list[tuple[float, list[float]]]] = {}
     tables = [p.qtable]

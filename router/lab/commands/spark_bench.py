@@ -1,0 +1,42 @@
+"""CLI: ``skewroute spark-bench`` (the Spark job per routing algorithm on pre-routed topics)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from router.commands import LAB
+
+__all__ = ["register"]
+
+
+def spark_bench(
+    partitioners: str = typer.Option(
+        "hash,pkg,cam,dalton", "--partitioners", "-p", help="comma-separated partitioners"
+    ),
+    records: int = typer.Option(1_000_000, "--records", min=1, help="routed records per partitioner"),
+    batch: int = typer.Option(250_000, "--batch", min=1, help="records per micro-batch"),
+    combiners: int = typer.Option(8, "--combiners", "-n", min=1, help="number of combiners n"),
+    keys: int = typer.Option(10_000, "--keys", min=1, help="distinct keys of the Zipf stream"),
+    zipf: float = typer.Option(1.5, "--zipf", "-s", help="Zipf exponent s of the stream"),
+    sink: str = typer.Option("kafka", "--sink", help="`kafka` (results topic) or `noop`"),
+    reducers: int = typer.Option(2, "--reducers", "-m", min=1, help="reducers m (spark.sql.shuffle.partitions)"),
+    warmup: int = typer.Option(250_000, "--warmup", min=0, help="records of an unreported warm-up pass (0: none)"),
+    bootstrap: str | None = typer.Option(None, "--bootstrap", help="an existing broker (default: start one)"),
+    out: Path = typer.Option(Path("reports"), "--out", "-o", help="report folder (writes `spark-bench.md`)"),
+) -> None:
+    """Benchmark the Spark job per partitioner on pre-routed topics (records/s, straggler ratio, partials)."""
+    from spark_consumers.lab.bench import main
+
+    if sink not in ("kafka", "noop"):
+        raise typer.BadParameter("kafka or noop", param_hint="--sink")
+    main(
+        partitioners, records=records, batch=batch, combiners=combiners, keys=keys, zipf=zipf, sink=sink,
+        reducers=reducers, warmup=warmup, bootstrap=bootstrap, out=out,
+    )  # fmt: skip
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``spark-bench`` to the CLI."""
+    app.command("spark-bench", rich_help_panel=LAB)(spark_bench)

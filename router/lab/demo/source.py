@@ -1,0 +1,135 @@
+"""The demo's input: a seeded workload turned into JSON records, produced to the raw topic at a set rate.
+
+The workload gives the keys (synthetic ids, flight destinations, words...); the demo gives every record an
+event time on its own clock (``T0 + i / rate``, so event time advances like the wall clock while producing)
+and an integer measure (integers sum exactly in doubles, so the exactness check can ask for equality).
+The same :class:`DemoInput` is produced once per partitioner and is the reference of the exactness check.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from connectors.admin import TopicSpec, ensure_topics
+from connectors.kafka import make_admin, make_producer
+from connectors.workloads import make_workload
+from router.lab.demo.options import KEY_FIELD, RAW_PARTITIONS, TIME_FIELD, VALUE_FIELD
+from schemas.exceptions import BrokerError
+from schemas.settings import KafkaSettings
+
+__all__ = ["T0_MS", "DemoInput", "Producer", "build_input"]
+
+#: Event time of the first record: a multiple of every window length used (windows start at T0 + k * size).
+T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+@dataclass(frozen=True)
+class DemoInput:
+    """The produced records, in production order: key, event time (ms), measure."""
+
+    workload: str
+    description: str
+    keys: npt.NDArray[np.str_]
+    times: npt.NDArray[np.int64]
+    values: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+    def encoded(self) -> list[bytes]:
+        """The JSON value of every record."""
+        return [
+            orjson.dumps({KEY_FIELD: k, TIME_FIELD: t, VALUE_FIELD: v})
+            for k, t, v in zip(self.keys.tolist(), self.times.tolist(), self.values.tolist(), strict=True)
+        ]
+
+
+def build_input(spec: str, records: int, rate: float, seed: int) -> DemoInput:
+    """``records`` records of workload ``spec`` (its own ``tuples``/``seed`` are set by the demo)."""
+    workload = make_workload(spec, tuples=records, seed=seed)
+    parts: list[np.ndarray] = []
+    total = 0
+    for keys, _times in workload.batches():
+        parts.append(np.asarray(keys).astype(str))
+        total += len(keys)
+        if total >= records:
+            break
+    keys = np.concatenate(parts)[:records] if parts else np.zeros(0, dtype=str)
+    step_ms = 1000.0 / rate if rate > 0 else 1000.0 / 5_000  # unthrottled: 5,000 records per event second
+    times = T0_MS + np.floor(np.arange(len(keys)) * step_ms).astype(np.int64)
+    values = np.random.default_rng(seed + 17).integers(0, 1000, size=len(keys), dtype=np.int64)
+    return DemoInput(workload.name, workload.description or workload.name, keys, times, values)
+
+
+class Producer:
+    """Produces a :class:`DemoInput` round-robin over the raw partitions on a thread, at ``rate`` records/s.
+
+    ``sent`` counts records handed to Kafka; ``first_s`` / ``done_s`` are ``time.time()`` of the first record
+    and of the final flush; ``error`` holds what stopped it early.
+    """
+
+    def __init__(self, kafka: KafkaSettings, topic: str, data: DemoInput, rate: float) -> None:
+        self.kafka, self.topic, self.data, self.rate = kafka, topic, data, rate
+        self.values = data.encoded()
+        self.sent = 0
+        self.first_s: float | None = None
+        self.done_s: float | None = None
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
+
+    @staticmethod
+    def create_topic(kafka: KafkaSettings, topic: str) -> None:
+        """Create the raw topic with :data:`RAW_PARTITIONS` partitions."""
+        ensure_topics(make_admin(kafka), [TopicSpec(topic, RAW_PARTITIONS)])
+
+    def start(self) -> Producer:
+        """Start producing."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop early (Ctrl-C)."""
+        self._stop.set()
+        self._thread.join(10)
+
+    @property
+    def done(self) -> bool:
+        """Whether every record was produced and acknowledged."""
+        return self.done_s is not None
+
+    def _run(self) -> None:
+        try:
+            self._produce()
+        except BaseException as exc:  # reported by the pipeline
+            self.error = exc
+
+    def _produce(self) -> None:
+        producer = make_producer(self.kafka, **{"linger.ms": 10})
+        keys = [k.encode() for k in self.data.keys.tolist()]
+        total = len(self.values)
+        self.first_s = start = time.time()
+        while self.sent < total and not self._stop.is_set():
+            due = total if self.rate <= 0 else min(total, int((time.time() - start) * self.rate) + 1)
+            for i in range(self.sent, due):
+                while True:
+                    try:
+                        producer.produce(self.topic, self.values[i], keys[i], partition=i % RAW_PARTITIONS)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+            self.sent = max(self.sent, due)
+            producer.poll(0)
+            if self.rate > 0 and self.sent < total:
+                time.sleep(0.02)
+        left = producer.flush(60)
+        if left:
+            raise BrokerError(f"{left} records to {self.topic!r} were not acknowledged")
+        if self.sent == total:
+            self.done_s = time.time()

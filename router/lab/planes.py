@@ -1,0 +1,55 @@
+"""Data planes for benchmarks: a pass-through "partitioner" and a plane that stops after a number of records.
+
+Both live here, not in the data plane: the worker's batch loop has no benchmark hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from router.dataplane import RouteDataPlane
+from router.partitioners import Partitioner
+from router.partitioners.keys import KeyBatch
+
+__all__ = ["PASSTHROUGH", "BoundedDataPlane", "PassThrough"]
+
+#: Name of the pass-through baseline in benchmark tables.
+PASSTHROUGH = "passthrough"
+
+
+class PassThrough(Partitioner):
+    """No key work at all, the same output I/O as a balancing partitioner: tuple ``t`` goes to ``t mod n``.
+
+    :meth:`assign` skips the key codec, so a route with this "partitioner" measures everything the worker does
+    except deciding combiners: every combiner partition gets an equal share, as under a balancing partitioner.
+    """
+
+    name = PASSTHROUGH
+    splits_keys = True
+    n_hashes = 0
+
+    def assign(self, keys: Any, times: npt.ArrayLike | None = None) -> npt.NDArray[np.int32]:
+        """Round-robin over the ``n`` combiners, continuing across batches."""
+        size = len(keys)
+        out = ((np.arange(size, dtype=np.int64) + self.tuples_seen) % self.n).astype(np.int32)
+        self.tuples_seen += size
+        return out
+
+    def _assign(self, batch: KeyBatch, times: np.ndarray) -> np.ndarray:  # pragma: no cover - assign overrides
+        raise NotImplementedError
+
+
+class BoundedDataPlane(RouteDataPlane):
+    """A route's data plane that stops once it has handled ``stop_after`` records (benchmarks)."""
+
+    def __init__(self, *args: Any, stop_after: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stop_after = stop_after
+
+    def _done(self, batch: Any) -> None:
+        super()._done(batch)
+        if self.stats.consumed >= self.stop_after:
+            self.stop()

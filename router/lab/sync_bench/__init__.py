@@ -1,0 +1,1 @@
+"""Cooperative-Dalton measurements: in-process sync rounds, convergence experiments, overhead over a broker."""

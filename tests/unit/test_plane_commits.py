@@ -1,0 +1,149 @@
+"""Rebalance and commit handling of the data plane, with fake clients (the broker paths are in the integration
+tests): on_lost drops the batch in flight, commit results count per partition, exactly_once retries retriable
+errors in place, and the delivery wait has a deadline."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from router.dataplane import RouteDataPlane
+from router.observability import RouterMetrics
+from router.plane_parts import DeliveryError, PendingBatch
+from schemas.records import DeadLetter
+from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
+
+
+class FakeConsumer:
+    def __init__(self, refuse: set[int] | None = None) -> None:
+        self.refuse = refuse or set()
+        self.commits: list[list[TopicPartition]] = []
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> list[Any]:
+        self.commits.append(offsets)
+        return [
+            SimpleNamespace(
+                partition=tp.partition,
+                offset=tp.offset,
+                error=KafkaError(KafkaError.REBALANCE_IN_PROGRESS) if tp.partition in self.refuse else None,
+            )
+            for tp in offsets
+        ]
+
+    def consumer_group_metadata(self) -> object:
+        return object()
+
+
+class FakeProducer:
+    def __init__(self, commit_errors: list[KafkaError] | None = None, unflushed: int = 0) -> None:
+        self.commit_errors = commit_errors or []
+        self.calls: list[str] = []
+        self.unflushed = unflushed
+        self.produced: list[tuple[str, bytes]] = []
+
+    def flush(self, timeout: float) -> int:
+        return self.unflushed
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def send_offsets_to_transaction(self, *a: Any) -> None:
+        self.calls.append("offsets")
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.calls.append("commit")
+        if self.commit_errors:
+            raise KafkaException(self.commit_errors.pop(0))
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.calls.append("abort")
+
+    def produce(self, topic: str, value: bytes, *a: Any, **kw: Any) -> None:
+        self.calls.append("produce")
+        self.produced.append((topic, value))
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+
+def _plane(delivery: str = "at_least_once", consumer: dict[str, Any] | None = None) -> RouteDataPlane:
+    router = RouterSettings(delivery=delivery, instance_id="w1")  # type: ignore[arg-type]
+    kafka = KafkaSettings(consumer=consumer or {})
+    return RouteDataPlane(kafka, router, RouteSettings(raw_topic="raw"), RouterMetrics("w1"), instance_id="w1")
+
+
+def _batch(parts: list[int]) -> PendingBatch:
+    return PendingBatch([TopicPartition("raw", p, 10 + p) for p in parts], 5, 5, 0, 0.0, 0.0)
+
+
+def test_lost_partitions_drop_the_batch_in_flight_without_committing() -> None:
+    plane = _plane()
+    plane.consumer, plane.producer = FakeConsumer(), FakeProducer()  # type: ignore[assignment]
+    plane.assignment = {0, 1}
+    plane._pending = _batch([0, 1])
+    plane._on_lost(plane.consumer, [TopicPartition("raw", 0), TopicPartition("raw", 1)])
+    assert plane._pending is None and plane.assignment == set()
+    assert plane.consumer.commits == [] and plane._committed == {}  # type: ignore[attr-defined]
+    plane._on_revoke(plane.consumer, [])  # nothing left to commit
+    assert plane.consumer.commits == []  # type: ignore[attr-defined]
+
+
+def test_commit_results_count_per_partition() -> None:
+    plane = _plane()
+    plane.consumer, plane.producer = FakeConsumer(refuse={1}), FakeProducer()  # type: ignore[assignment]
+    plane._pending = _batch([0, 1])
+    plane._complete()
+    assert plane._committed == {0: 10}  # partition 1's commit was refused: not marked
+    assert plane.health.last_commit is not None
+
+
+def test_exactly_once_retries_a_retriable_commit_instead_of_aborting() -> None:
+    plane = _plane("exactly_once")
+    plane.consumer = FakeConsumer()  # type: ignore[assignment]
+    plane.producer = FakeProducer([KafkaError(KafkaError._TIMED_OUT, "slow", retriable=True)])  # type: ignore[assignment]
+    ext = plane.extractor.extract([])
+    batch = _batch([0])
+    plane._transact(ext, plane._assign(ext, 0), batch)
+    assert plane.producer.calls == ["begin", "offsets", "commit", "commit"]  # type: ignore[attr-defined]
+    assert plane._committed == {0: 10}
+
+
+def test_exactly_once_aborts_only_abortable_errors() -> None:
+    plane = _plane("exactly_once")
+    plane.consumer = FakeConsumer()  # type: ignore[assignment]
+    abortable = KafkaError(KafkaError._OUTDATED, "abort me", txn_requires_abort=True)
+    plane.producer = FakeProducer([abortable])  # type: ignore[assignment]
+    ext = plane.extractor.extract([])
+    plane._transact(ext, plane._assign(ext, 0), _batch([0]))
+    calls = plane.producer.calls  # type: ignore[attr-defined]
+    assert calls == ["begin", "offsets", "commit", "abort", "begin", "offsets", "commit"]
+
+
+def test_delivery_wait_has_a_deadline_below_max_poll_interval() -> None:
+    plane = _plane(consumer={"max.poll.interval.ms": 2_000})
+    assert plane._deliver_s == 1.0
+    plane.consumer, plane.producer = FakeConsumer(), FakeProducer(unflushed=3)  # type: ignore[assignment]
+    with pytest.raises(DeliveryError, match="not acknowledged within"):
+        plane._deliver([TopicPartition("raw", 0, 1)])
+    assert plane.consumer.commits == []  # type: ignore[attr-defined]
+
+
+def test_a_routed_record_the_broker_refuses_goes_to_the_dlq_and_the_batch_commits() -> None:
+    plane = _plane()
+    plane.consumer, plane.producer = FakeConsumer(), FakeProducer()  # type: ignore[assignment]
+    routed = b'{"v":1,"k":"a","t":1,"c":0,"tp":"raw","p":0,"o":7,"x":null,"d":{"pad":"' + b"x" * 5000 + b'"}}'
+    refused = SimpleNamespace(
+        topic=lambda: "raw.combiners", key=lambda: b"a", value=lambda: routed, partition=lambda: 0,
+        error=lambda: KafkaError(KafkaError.MSG_SIZE_TOO_LARGE),
+    )  # fmt: skip
+    plane._failed = [refused]  # type: ignore[list-item]
+    plane._pending = _batch([0])
+    plane._complete()
+    ((topic, value),) = plane.producer.produced  # type: ignore[attr-defined]
+    dl = DeadLetter.model_validate_json(value)
+    assert topic == "raw.dlq" and (dl.partition, dl.offset) == (0, 7) and dl.truncated
+    assert "refused the routed record" in dl.error and "MSG_SIZE_TOO_LARGE" in dl.error
+    assert plane._committed == {0: 10} and (plane.stats.routed, plane.stats.dead) == (4, 1)
