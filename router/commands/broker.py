@@ -76,7 +76,7 @@ def _broker(kind: str, port: int, host: str, state_dir: Path) -> EmbeddedBroker 
 
 @broker_app.command()
 def stop(port: int = PortOpt, host: str = HostOpt, state_dir: Path = DirOpt, kind: str = KindOpt) -> None:
-    """Stop the broker that ``skewroute broker start`` started on this port (and only that one)."""
+    """Stop the broker that `skewroute broker start` started on this port (and only that one)."""
     if _broker(kind, port, host, state_dir).stop():
         console.print(f"stopped the {kind} broker on {host}:{port}")
     else:
