@@ -107,7 +107,7 @@ def test_data_plane_over_scram_and_a_foreign_control_writer_refused(secure: Apac
     router_kafka = _sasl(boot, "router")
     records = zipf_records(2_000, seed=52)
     produce(_sasl(boot, "admin"), TOPIC, records)
-    s = settings(router_kafka, TOPIC, APP, router={"delivery": "exactly_once"})
+    s = settings(router_kafka, TOPIC, APP, router={"delivery": "exactly_once", "instance_id": "w1"})
     run_plane(s, len(records))
     assert len(routed(router_kafka, f"{TOPIC}.combiners", expected=len(records))) == len(records)
     with pytest.raises(BrokerError, match="does not exist"):  # spark may not even see the raw topic (no ACL)
