@@ -43,6 +43,7 @@ import numpy as np
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from connectors.kafka import make_consumer, make_producer
+from connectors.retention import DataLossError, find_lost_ranges
 from router.extract import Extracted, Extractor, RawMessage
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
 from router.partitioners import Partitioner
@@ -211,6 +212,7 @@ class RouteDataPlane(PlaneOutput):
 
     def _on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
         self._check_committed(consumer, parts)
+        self._check_retention(consumer, parts)
         self.health.joined = True
         self.assignment |= {p.partition for p in parts}
         self.metrics.assigned.set(len(self.assignment))
@@ -250,6 +252,18 @@ class RouteDataPlane(PlaneOutput):
                 f"{'none' if n is None or n < 0 else n}; {len(lost)} partition(s)): it lost its state (a restart of "
                 f"an in-memory broker?); routed records acknowledged before may be lost. Stopping the worker"
             )
+
+    def _check_retention(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        """Committed offsets below the log start: retention deleted raw records unread (connectors/retention.py)."""
+        lost = find_lost_ranges(consumer, self.route.raw_topic, [p.partition for p in parts])
+        if lost and self.router.on_data_loss == "fail":
+            raise DataLossError(self.group_id, lost)
+        for r in lost:
+            log.error(
+                "route %s: data loss on %s partition %d: offsets %d..%d deleted before they were routed; "
+                "skipped (router.on_data_loss: skip)",
+                self.route.route_name, r.topic, r.partition, r.committed, r.log_start - 1,
+            )  # fmt: skip
 
     def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
         # called inside consume(), between batches: commit the batch in flight before the partitions move

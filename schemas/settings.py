@@ -227,6 +227,11 @@ class RouterSettings(_Model):
         description="at_least_once: commit raw offsets after the outputs are acked (dedup downstream on (tp, p, o)); "
         "exactly_once: outputs and offsets in one Kafka transaction per batch (read_committed consumers)",
     )
+    on_data_loss: Literal["fail", "skip"] = Field(
+        "fail",
+        description="a committed raw offset below the log start (retention deleted unread records): fail the "
+        "worker with a data-loss error naming the offsets, or log it and go on from the log start",
+    )
     control_topic: str = Field("skewroute.control", description="Dalton sync control topic")
     dsync_ms: int = Field(1_000, ge=10, description="initial Dalton sync interval (ms)")
     control_max_bytes: int = Field(
@@ -308,10 +313,11 @@ class SparkSettings(_Model):
     dedupe: bool = Field(
         False, description="drop replayed routed records on their source position (tp, p, o) within the watermark"
     )
-    isolation_level: Literal["read_committed", "read_uncommitted"] = Field(
+    isolation_level: Literal["read_committed", "read_uncommitted", "auto"] = Field(
         "read_committed",
         description="reading transactional combiner topics; read_uncommitted (with dedupe) on Tansu, which never "
-        "aborts a killed exactly_once worker's open transaction",
+        "aborts a killed exactly_once worker's open transaction; auto: detect the broker (read_committed on "
+        "Apache Kafka, read_uncommitted on Tansu)",
     )
     item_field: str | None = Field(
         None, description="dotted JSON path in the raw record for approx_distinct/top_k (default: the measure)"

@@ -25,6 +25,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
+from connectors.broker_traits import resolve_isolation_level
 from connectors.spark_source import SHORT_NAME, kafka_options, register_source
 from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings, SparkSettings, join_uri
 from spark_consumers.aggregations import (
@@ -121,7 +122,8 @@ def read_combiners(spark: SparkSession, kafka: KafkaSettings, route: RouteSettin
     else:
         reader = spark.readStream.format("kafka").options(**java_kafka_options(kafka))
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_records_per_trigger))
-    reader = reader.option("kafka.isolation.level", cfg.isolation_level)  # a consumer property in both clients
+    level = resolve_isolation_level(cfg.isolation_level, kafka)  # "auto" asks the broker what it is
+    reader = reader.option("kafka.isolation.level", level)  # a consumer property in both clients
     reader = reader.option("failOnDataLoss", str(cfg.fail_on_data_loss).lower())  # same names in both sources
     if cfg.min_partitions is not None:
         reader = reader.option("minPartitions", str(cfg.min_partitions))

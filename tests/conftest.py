@@ -1,4 +1,9 @@
-"""Shared fixtures: the embedded broker (one per test session, started on a free loopback port)."""
+"""Shared fixtures: the brokers (one per test session each, started on free loopback ports when first asked for).
+
+``kafka`` is the connection to the embedded Tansu broker; a test marked ``both_brokers`` is parametrised and runs
+once on Tansu and once on Apache Kafka (the ``kafka`` param carries the ``apache_kafka`` marker, so
+``-m "not apache_kafka"`` leaves it out). Tests of Apache-Kafka-only guarantees use ``apache_kafka`` directly.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from connectors.apache_kafka import ApacheKafkaCluster
 from connectors.broker import EmbeddedBroker, free_port
 from schemas.settings import KafkaSettings
 
@@ -26,10 +32,35 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
         b.stop()
 
 
+@pytest.fixture(scope="session")
+def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafkaCluster]:
+    """A one-node Apache Kafka (KRaft) for the whole session, started only when a test asks for it."""
+    c = ApacheKafkaCluster(port=free_port(), state_dir=tmp_path_factory.mktemp("apache-kafka")).start()
+    try:
+        yield c
+    finally:
+        c.stop(timeout=10)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``both_brokers`` run on Tansu and on Apache Kafka; all others on Tansu only."""
+    if "broker_kind" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_brokers"):
+        kinds = ["tansu", pytest.param("kafka", marks=pytest.mark.apache_kafka)]
+        metafunc.parametrize("broker_kind", kinds, indirect=True)
+
+
 @pytest.fixture
-def kafka(broker: EmbeddedBroker) -> KafkaSettings:
-    """Connection settings for the session broker."""
-    return KafkaSettings(bootstrap_servers=broker.bootstrap)
+def broker_kind(request: pytest.FixtureRequest) -> str:
+    """``tansu`` (the default) or ``kafka`` (Apache Kafka) for tests marked ``both_brokers``."""
+    return str(getattr(request, "param", "tansu"))
+
+
+@pytest.fixture
+def kafka(request: pytest.FixtureRequest, broker_kind: str) -> KafkaSettings:
+    """Connection settings for the session broker of this test's kind."""
+    if broker_kind == "kafka":
+        return KafkaSettings(bootstrap_servers=request.getfixturevalue("apache_kafka").bootstrap)
+    return KafkaSettings(bootstrap_servers=request.getfixturevalue("broker").bootstrap)
 
 
 @pytest.fixture

@@ -310,6 +310,7 @@ def main(
     out: Path = Path("reports"),
     hotpath: bool = False,
     mode: str = "both",
+    brokers: str = "tansu",
 ) -> None:
     """Run the benchmark and write ``OUT/router-throughput.md`` (``skewroute router-bench`` is the command line)."""
     unknown = [w for w in workloads.split(",") if w not in WORKLOADS]
@@ -318,9 +319,8 @@ def main(
     args = argparse.Namespace(
         n=records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, only=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, report=out / "router-throughput.md",
-        hotpath=hotpath, mode=mode,
+        hotpath=hotpath, mode=mode, brokers=brokers,
     )  # fmt: skip
-    from connectors.broker import EmbeddedBroker, free_port
     from router.partitioners import available
 
     names = args.only.split(",") if args.only else ["passthrough", *available()]
@@ -328,27 +328,29 @@ def main(
         _hotpath(args.n, names, args.batch, args.combiners)
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below: stop our broker
-    broker = None
-    if args.bootstrap is None:
-        broker = EmbeddedBroker(free_port(), state_dir=Path(tempfile.mkdtemp(prefix="router-bench-"))).start()
-        args.bootstrap = broker.bootstrap
+    kinds = ["given"] if args.bootstrap is not None else args.brokers.split(",")
     load0 = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     pairs: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    try:
-        for wl in args.workloads.split(","):
-            raw = f"bench-{wl}-{time.time_ns()}"
-            t0 = time.monotonic()
-            _preload(args.bootstrap, raw, args.n, WORKLOADS[wl], seed=1)
-            print(f"{wl}: preloaded {args.n:,} records in {time.monotonic() - t0:.1f} s", flush=True)
-            if args.mode in ("pairs", "both"):
-                _pair_rounds(args, raw, [x for x in names if x != PASSTHROUGH], pairs.setdefault(wl, {}))
-            if args.mode in ("separate", "both"):
-                _separate_rounds(args, raw, names, results.setdefault(wl, {}))
-    finally:
+    for kind in kinds:
+        broker = _start_broker(kind) if kind != "given" else None
         if broker is not None:
-            broker.stop()
+            args.bootstrap = broker.bootstrap
+        try:
+            for wl in args.workloads.split(","):
+                raw = f"bench-{wl}-{time.time_ns()}"
+                label = wl if len(kinds) == 1 else f"{wl} on {kind}"
+                t0 = time.monotonic()
+                _preload(args.bootstrap, raw, args.n, WORKLOADS[wl], seed=1)
+                print(f"{label}: preloaded {args.n:,} records in {time.monotonic() - t0:.1f} s", flush=True)
+                if args.mode in ("pairs", "both"):
+                    _pair_rounds(args, raw, [x for x in names if x != PASSTHROUGH], pairs.setdefault(label, {}))
+                if args.mode in ("separate", "both"):
+                    _separate_rounds(args, raw, names, results.setdefault(label, {}))
+        finally:
+            if broker is not None:
+                broker.stop()
     load1 = os.getloadavg()
     lines = pair_table(pairs, args.rounds)
     if results:
@@ -379,14 +381,29 @@ def main(
         f'({RAW_PARTITIONS} raw partitions, values like `{{"key":"k42","v":7}}`, {KEYS:,} keys), '
         f"{args.combiners} combiners, batches of {args.batch:,}, count window 60000/1000, at-least-once delivery, "
         f"{args.rounds} rounds per section (configuration order rotated each round). Machine: {os.cpu_count()} "
-        f"CPUs, {platform.python_implementation()} {platform.python_version()}, broker = embedded Tansu on the "
-        f"same machine; 1-min load average {load0[0]:.2f} at the start and {load1[0]:.2f} after the end-to-end "
+        f"CPUs, {platform.python_implementation()} {platform.python_version()}, broker = {', '.join(kinds)} on the "
+        "same machine (tansu = embedded Tansu, kafka = Apache Kafka, one KRaft node); "
+        f"1-min load average {load0[0]:.2f} at the start and {load1[0]:.2f} after the end-to-end "
         "runs (anything above ~2 means other processes competed for the 2 cores).",
         "",
     ]
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(header + lines) + "\n")
     print(f"wrote {args.report}")
+
+
+def _start_broker(kind: str) -> Any:
+    """Start the embedded Tansu or a one-node Apache Kafka on a free port (stopped by the caller)."""
+    from connectors.broker import EmbeddedBroker, free_port
+
+    state = Path(tempfile.mkdtemp(prefix="router-bench-"))
+    if kind == "tansu":
+        return EmbeddedBroker(free_port(), state_dir=state).start()
+    if kind == "kafka":
+        from connectors.apache_kafka import ApacheKafkaCluster
+
+        return ApacheKafkaCluster(port=free_port(), state_dir=state, heap="1g").start()
+    raise SystemExit(f"--brokers: unknown broker {kind!r} (tansu, kafka)")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ def test_mismatched_combiner_topic_refused(kafka: KafkaSettings, topic: str) -> 
         ensure_topics(admin, [TopicSpec(topic, 4, exact=True)])
 
 
+@pytest.mark.both_brokers
 def test_produce_and_read_back_every_record(kafka: KafkaSettings, topic: str) -> None:
     ensure_topics(make_admin(kafka), [TopicSpec(topic, 4)])
     p = make_producer(kafka)

@@ -20,6 +20,7 @@ from tests.integration.router_support import produce, settings, wait_for, zipf_r
 pytestmark = pytest.mark.kafka
 
 
+@pytest.mark.both_brokers
 def test_two_workers_sync_their_dalton_routes(kafka: KafkaSettings, topic: str) -> None:
     records = zipf_records(40_000, seed=3)
     produce(kafka, topic, records)

@@ -23,6 +23,7 @@ from tests.integration.router_support import (
 pytestmark = pytest.mark.kafka
 
 
+@pytest.mark.both_brokers
 def test_two_workers_share_partitions_and_deliver_everything(kafka: KafkaSettings, topic: str) -> None:
     first, second = zipf_records(4000, seed=1), zipf_records(4000, seed=2, start=4000)
     s = settings(kafka, topic, f"app-{topic}", partitioner={"name": "pkg"})

@@ -20,6 +20,7 @@ from tests.integration.router_support import (
 pytestmark = pytest.mark.kafka
 
 
+@pytest.mark.both_brokers
 def test_exactly_once_route_commits_outputs_with_offsets(kafka: KafkaSettings, topic: str) -> None:
     records: list[tuple[bytes | None, bytes | None]] = list(zipf_records(5000, seed=9))
     records.insert(1234, (None, b"not json"))

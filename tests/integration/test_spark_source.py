@@ -48,6 +48,7 @@ def test_batch_read_delivers_every_record(spark, kafka, topic) -> None:
     assert sorted((r["partition"], r["n"], r["last"]) for r in rows) == [(p, 2500, 2499) for p in range(3)]
 
 
+@pytest.mark.both_brokers
 def test_stream_delivers_every_record_once_within_budget(spark, kafka, topic, tmp_path) -> None:
     _produce_one_batch(kafka, topic, 4, 2500)
     register_source(spark)
@@ -106,6 +107,7 @@ def test_starting_offsets_latest_and_json(spark, kafka, topic, tmp_path) -> None
         q.stop()
 
 
+@pytest.mark.both_brokers
 def test_transaction_markers_end_a_range(spark, kafka, topic) -> None:
     """Commit markers take offsets but are never delivered: a range ending in one must still complete."""
     ensure_topics(make_admin(kafka), [TopicSpec(topic, 1, exact=True)])

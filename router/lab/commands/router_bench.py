@@ -33,6 +33,12 @@ def router_bench(
         help="`pairs`: pass-through and each partitioner in one process, turn by turn (robust "
         "ratios); `separate`: one worker process per configuration (absolute rates); `both`",
     ),  # fmt: skip
+    brokers: str = typer.Option(
+        "tansu",
+        "--brokers",
+        help="without --bootstrap: brokers to start and measure side by side in this run: "
+        "tansu and/or kafka (Apache Kafka, one KRaft node), comma-separated",
+    ),  # fmt: skip
 ) -> None:
     """Router throughput per partitioner next to a pass-through route (tuples/s, µs per tuple per phase)."""
     from router.lab.router_bench import WORKLOADS, main
@@ -47,6 +53,7 @@ def router_bench(
     main(
         records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, partitioners=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, out=out, hotpath=hotpath, mode=mode,
+        brokers=brokers,
     )  # fmt: skip
 
 

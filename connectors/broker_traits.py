@@ -1,0 +1,81 @@
+"""What the connected broker guarantees, detected at run time (Tansu's quirks vs Apache Kafka's behaviour).
+
+Tansu (the embedded broker) differs from Apache Kafka in ways the code must know about:
+
+- its advertised end offset (high watermark) is the start of the last record batch + 1, so the true end of a
+  partition must be probed (:func:`connectors.kafka_offsets.probe_ends`); Apache Kafka's is exact;
+- it never aborts the open transaction of a producer that was fenced or died, so ``read_committed`` readers
+  stall at it (readers use ``read_uncommitted`` plus deduplication on the source position); Apache Kafka aborts
+  it when the successor calls ``init_transactions`` (or when the transaction times out);
+- it has no retention, no compaction and no authentication.
+
+Detection: Tansu names its cluster ``tansu_cluster`` and answers a broker-config request with no entries;
+Apache Kafka answers with its full configuration. A broker that is neither is treated like Apache Kafka only if
+it returns broker configs (a managed Kafka does); otherwise as quirky as Tansu (the safe side).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from confluent_kafka.admin import ConfigResource
+
+from connectors.kafka import make_admin
+from schemas.exceptions import BrokerError
+from schemas.settings import KafkaSettings
+
+__all__ = ["BrokerTraits", "detect_broker", "resolve_isolation_level"]
+
+BrokerKind = Literal["apache", "tansu", "unknown"]
+
+
+@dataclass(frozen=True)
+class BrokerTraits:
+    """The detected broker and which of Tansu's workarounds it needs."""
+
+    kind: BrokerKind
+    cluster_id: str | None
+    brokers: int
+
+    @property
+    def kafka_semantics(self) -> bool:
+        """Exact end offsets, fenced transactions aborted, retention and compaction (Apache Kafka's)."""
+        return self.kind == "apache"
+
+    @property
+    def exact_end_offsets(self) -> bool:
+        """The high watermark is the true end of a partition (no probing needed)."""
+        return self.kafka_semantics
+
+    @property
+    def aborts_fenced_transactions(self) -> bool:
+        """A dead transactional producer's open transaction is aborted (``read_committed`` never stalls)."""
+        return self.kafka_semantics
+
+
+def detect_broker(kafka: KafkaSettings, timeout: float = 10.0) -> BrokerTraits:
+    """Ask the cluster what it is (metadata, then one broker's configuration)."""
+    admin = make_admin(kafka)
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except Exception as exc:  # KafkaException: no broker reachable
+        raise BrokerError(f"cannot detect the broker at {kafka.bootstrap_servers}: {exc}") from exc
+    cluster_id = md.cluster_id
+    if cluster_id is not None and cluster_id.startswith("tansu"):
+        return BrokerTraits("tansu", cluster_id, len(md.brokers))
+    node = str(next(iter(md.brokers)))
+    try:
+        futures = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, node)])
+        configs = next(iter(futures.values())).result(timeout=timeout)
+    except Exception:  # a broker that refuses DescribeConfigs (no permission): assume nothing
+        configs = {}
+    kind: BrokerKind = "apache" if "transaction.state.log.replication.factor" in configs else "unknown"
+    return BrokerTraits(kind, cluster_id, len(md.brokers))
+
+
+def resolve_isolation_level(setting: str, kafka: KafkaSettings) -> str:
+    """``auto`` -> ``read_committed`` where fenced transactions are aborted, else ``read_uncommitted``."""
+    if setting != "auto":
+        return setting
+    return "read_committed" if detect_broker(kafka).aborts_fenced_transactions else "read_uncommitted"
