@@ -325,7 +325,8 @@ class SparkSettings(_Model):
     top_k: int = Field(5, ge=1, le=1000, description="k of the top_k aggregate")
     approx_rsd: float = Field(0.05, gt=0, lt=0.4, description="relative standard deviation of approx_distinct")
     kafka_package: str | None = Field(
-        None, description="Maven coordinate of spark-sql-kafka for source=kafka (default: matches pyspark)"
+        None,
+        description="Maven coordinate of spark-sql-kafka for source=kafka (default: the newest published, 4.2.0)",
     )
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration (spark.* keys)")
     metrics_port: int | None = Field(

@@ -89,10 +89,14 @@ def executor_env_conf(spark: SparkSettings) -> dict[str, str]:
     return executor_python_conf(packed_env().archive)
 
 
-def _default_kafka_package() -> str:
-    import pyspark
+#: Spark's Kafka connector used by ``spark.source: kafka`` when ``spark.kafka_package`` is unset. Maven Central
+#: has no 4.3 build of spark-sql-kafka (checked 2026-11-24: 4.2.0 is the newest); the 4.2.0 connector runs on
+#: Spark 4.3 (the JVM-source tests use it). Set ``spark.kafka_package`` to match your cluster's Spark.
+DEFAULT_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 
-    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+
+def _default_kafka_package() -> str:
+    return DEFAULT_KAFKA_PACKAGE
 
 
 def java_kafka_options(kafka: KafkaSettings) -> dict[str, str]:
