@@ -17,6 +17,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from router.commands import RUN
 from schemas.exceptions import SkewrouteError
 
 __all__ = ["register"]
@@ -91,4 +92,4 @@ def pack(
 
 def register(root: typer.Typer) -> None:
     """Add ``spark-cluster`` to the CLI."""
-    root.add_typer(app, name="spark-cluster")
+    root.add_typer(app, name="spark-cluster", rich_help_panel=RUN)
