@@ -32,6 +32,7 @@ acknowledgements has a deadline below ``max.poll.interval.ms``; with ``exactly_o
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import threading
@@ -285,6 +286,16 @@ class RouteDataPlane(PlaneOutput):
             self.route.route_name, sorted(p.partition for p in parts), dropped.consumed if dropped else 0,
         )  # fmt: skip
 
+    def _rewind(self, msgs: list[Message]) -> None:
+        """Seek back to the first offset of each partition of an uncommitted batch (it is read again)."""
+        first: dict[int, int] = {}
+        for m in msgs:
+            first.setdefault(m.partition() or 0, m.offset() or 0)
+        for p, o in first.items():
+            with contextlib.suppress(KafkaException):  # no longer ours: the new owner starts from the commit
+                self.consumer.seek(TopicPartition(self.route.raw_topic, p, o))
+        self.metrics.dropped_batches.inc()
+
     def _forget(self, parts: list[TopicPartition]) -> None:
         gone = {p.partition for p in parts}
         self.assignment -= gone
@@ -330,8 +341,10 @@ class RouteDataPlane(PlaneOutput):
         self._complete()  # the previous batch was in flight until now: wait for its acks, commit its offsets
         t3 = time.perf_counter()
         if self.exactly_once:
-            self._transact(ext, combiners, batch)
-            self._done(batch)
+            if self._transact(ext, combiners, batch):
+                self._done(batch)
+            else:
+                self._rewind(msgs)
         else:
             refused = self._produce(ext, combiners)
             self._dead_letter(ext.bad + refused)

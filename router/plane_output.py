@@ -31,6 +31,7 @@ from router.observability import RouteMetrics
 from router.plane_health import PlaneHealth
 from router.plane_parts import (
     ATTEMPTS,
+    GROUP_MEMBERSHIP_ERRORS,
     PER_RECORD_ERRORS,
     DataPlaneStats,
     DeliveryError,
@@ -189,8 +190,12 @@ class PlaneOutput:
         if ok:
             self.health.committed()
 
-    def _transact(self, ext: Extracted, combiners: np.ndarray, batch: PendingBatch) -> None:
-        """One Kafka transaction: the routed records, the dead letters and the raw offsets."""
+    def _transact(self, ext: Extracted, combiners: np.ndarray, batch: PendingBatch) -> bool:
+        """One Kafka transaction: the routed records, the dead letters and the raw offsets.
+
+        ``False`` when the consumer lost its group membership meanwhile: the transaction was aborted and the
+        caller must re-read the batch (it rewinds the consumer; the group may have moved the partitions).
+        """
         for _ in range(ATTEMPTS):
             self.producer.begin_transaction()
             try:
@@ -203,6 +208,14 @@ class PlaneOutput:
                 self.health.committed()
             except KafkaException as exc:
                 err = exc.args[0]
+                if err.code() in GROUP_MEMBERSHIP_ERRORS and not err.fatal():
+                    log.warning("route %s: %s; aborting the transaction, the batch is read again after the "
+                                "consumer rejoins", self.route.route_name, err)  # fmt: skip
+                    self.producer.abort_transaction(30)
+                    self._failed.clear()
+                    self._skip.clear()
+                    self._envelope.clear()
+                    return False
                 if err.fatal() or not err.txn_requires_abort():
                     raise  # fatal (e.g. fenced by a newer instance with this id): the worker stops
                 self.metrics.retries.inc()
@@ -216,7 +229,7 @@ class PlaneOutput:
             batch.dead += len(refused)
             self._skip.clear()  # only meant for this batch's retries
             self._envelope.clear()
-            return
+            return True
         raise DeliveryError(f"route {self.route.route_name}: transaction failed {ATTEMPTS} times")
 
     def _retrying(self, call: Callable[[], Any]) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "CONSUMER_TUNING",
     "PRODUCER_TUNING",
     "DataPlaneStats",
+    "GROUP_MEMBERSHIP_ERRORS",
     "PER_RECORD_ERRORS",
     "DeliveryError",
     "PendingBatch",
@@ -54,6 +55,12 @@ PRODUCER_TUNING: dict[str, Any] = {
 
 
 #: Producer errors about one record (local or from the broker): that record is dead-lettered, the route goes on.
+#: Errors of a transactional offset commit that mean this consumer is no longer a member of the group's
+#: current generation (its session expired, e.g. while a broker failed over): retrying the same transaction
+#: cannot succeed. The transaction is aborted and the batch re-read once the consumer has rejoined.
+GROUP_MEMBERSHIP_ERRORS = frozenset(
+    {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS}
+)
 PER_RECORD_ERRORS = frozenset(
     {
         KafkaError.MSG_SIZE_TOO_LARGE,

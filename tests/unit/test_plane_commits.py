@@ -21,6 +21,7 @@ class FakeConsumer:
     def __init__(self, refuse: set[int] | None = None) -> None:
         self.refuse = refuse or set()
         self.commits: list[list[TopicPartition]] = []
+        self.seeks: list[tuple[int, int]] = []
 
     def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> list[Any]:
         self.commits.append(offsets)
@@ -36,10 +37,19 @@ class FakeConsumer:
     def consumer_group_metadata(self) -> object:
         return object()
 
+    def seek(self, tp: TopicPartition) -> None:
+        self.seeks.append((tp.partition, tp.offset))
+
 
 class FakeProducer:
-    def __init__(self, commit_errors: list[KafkaError] | None = None, unflushed: int = 0) -> None:
+    def __init__(
+        self,
+        commit_errors: list[KafkaError] | None = None,
+        unflushed: int = 0,
+        offsets_errors: list[KafkaError] | None = None,
+    ) -> None:
         self.commit_errors = commit_errors or []
+        self.offsets_errors = offsets_errors or []
         self.calls: list[str] = []
         self.unflushed = unflushed
         self.produced: list[tuple[str, bytes]] = []
@@ -52,6 +62,8 @@ class FakeProducer:
 
     def send_offsets_to_transaction(self, *a: Any) -> None:
         self.calls.append("offsets")
+        if self.offsets_errors:
+            raise KafkaException(self.offsets_errors.pop(0))
 
     def commit_transaction(self, timeout: float) -> None:
         self.calls.append("commit")
@@ -120,6 +132,22 @@ def test_exactly_once_aborts_only_abortable_errors() -> None:
     plane._transact(ext, plane._assign(ext, 0), _batch([0]))
     calls = plane.producer.calls  # type: ignore[attr-defined]
     assert calls == ["begin", "offsets", "commit", "abort", "begin", "offsets", "commit"]
+
+
+def test_exactly_once_aborts_and_rereads_the_batch_when_the_group_membership_is_gone() -> None:
+    # A broker failover can expire the consumer's session mid-transaction: the offset commit then fails with
+    # UNKNOWN_MEMBER_ID, which no retry of the same transaction can fix (found on a 3-node Apache Kafka).
+    plane = _plane("exactly_once")
+    plane.consumer = FakeConsumer()  # type: ignore[assignment]
+    gone = KafkaError(KafkaError.UNKNOWN_MEMBER_ID, "member gone", txn_requires_abort=True)
+    plane.producer = FakeProducer(offsets_errors=[gone] * 10)  # type: ignore[assignment]
+    ext = plane.extractor.extract([])
+    assert plane._transact(ext, plane._assign(ext, 0), _batch([0])) is False
+    assert plane.producer.calls == ["begin", "offsets", "abort"]  # type: ignore[attr-defined]
+    assert plane._committed == {}
+    msgs = [SimpleNamespace(partition=lambda p=p: p, offset=lambda o=o: o) for p, o in [(0, 7), (1, 3), (0, 8)]]
+    plane._rewind(msgs)  # type: ignore[arg-type]
+    assert plane.consumer.seeks == [(0, 7), (1, 3)]  # type: ignore[attr-defined]
 
 
 def test_delivery_wait_has_a_deadline_below_max_poll_interval() -> None:
