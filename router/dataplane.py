@@ -51,6 +51,7 @@ from router.plane_parts import (
     next_offsets,
     passthrough,
     records_readable,
+    window_clock,
 )
 from schemas.exceptions import BrokerError
 from schemas.records import encode_routed
@@ -103,7 +104,7 @@ class RouteDataPlane:
         self.exactly_once = router.delivery == "exactly_once"
         self.window = WindowTracker(route.combiners, route.window.slide) if router.window_metrics else None
         self._count_window = route.window.kind == "count"
-        self._clock = 0  # window clock: running max of event times (partitioners need non-decreasing times)
+        self._clock = 0  # window clock (see plane_parts.window_clock; partitioners need non-decreasing times)
         self._stop = threading.Event()
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
         self._failed: list[Message] = []
@@ -326,7 +327,7 @@ class RouteDataPlane:
             clock = np.arange(self._clock, self._clock + times.size, dtype=np.int64)
             self._clock += int(times.size)
         else:
-            clock = np.maximum.accumulate(np.maximum(times, self._clock))
+            clock = window_clock(times, self._clock)  # arrival order at the batch's event-time pace
             self._clock = int(clock[-1])
         t0 = time.perf_counter()
         if self.partitioner is None:
