@@ -16,7 +16,7 @@ app = typer.Typer(
 )
 
 #: Modules under router.commands; each defines ``register(app)``.
-COMMAND_MODULES = ("broker", "bench", "bench_sync", "worker", "spark", "demo", "soak")
+COMMAND_MODULES = ("broker", "bench", "bench_sync", "worker", "spark", "demo", "soak", "e2e")
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"router.commands.{_name}").register(app)
