@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,12 +59,13 @@ def e2e_bench(
         workload=workload, records=2_000 if quick else records, batch=1_000 if quick else batch,
         combiners=(4,) if quick else _ints(combiners, "--combiners"), configs=chosen, routers=1 if quick else routers,
         rate=(1_000.0 if quick else rate) or None, rate_seconds=2.0 if quick else rate_seconds, heavy=heavy,
-        bootstrap=bootstrap, out=folder.resolve(), seed=seed, warmup=1_000 if quick else 50_000,
+        bootstrap=bootstrap, out=folder.resolve(), seed=seed, warmup=1_000 if quick else 20_000,
         timeout_s=180.0 if quick else 600.0, trigger_s=0.5 if quick else 1.0,
     )  # fmt: skip
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     folder.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: the report covers the runs so far
     broker = None if bootstrap else EmbeddedBroker(free_port(), state_dir=folder / "broker").start()
     try:
         doc = run_e2e(opts, bootstrap or broker.bootstrap,  # type: ignore[union-attr]
@@ -75,8 +77,12 @@ def e2e_bench(
     paths = write_report(doc, folder)
     console.print(paths["markdown"].read_text(encoding="utf-8"))
     console.print(f"report: {paths['markdown']}")
-    if not all("error" not in r and r["exactness"]["exact"] for r in doc["runs"]):
+    if doc["interrupted"] or not all("error" not in r and r["exactness"]["exact"] for r in doc["runs"]):
         raise typer.Exit(1)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _line(r: dict[str, object]) -> str:

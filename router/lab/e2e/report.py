@@ -103,6 +103,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"{'/'.join(f'{x:.1f}' for x in m['load_start'])} at the start, "
         f"{'/'.join(f'{x:.1f}' for x in m['load_end'])} at the end (a shared, loaded machine: figures are noisy).",
         "",
+        *(
+            ["**Interrupted**: the tables hold the runs finished before the stop.", ""]
+            if doc.get("interrupted")
+            else []
+        ),
         "Drain: steady micro-batches (all but the first) of the job draining the backlog. Latency: per record, "
         "production -> the first result of its (window, key) counting it, with the input produced at the latency "
         "phase's rate. Makespan: the combiner stage's measured task times list-scheduled on C slots, summed over "

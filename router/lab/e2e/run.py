@@ -41,7 +41,7 @@ from schemas.exceptions import SkewrouteError
 __all__ = ["run_e2e", "run_one"]
 
 log = logging.getLogger("router.lab.e2e")
-RESTARTS = 3  # starts of a query that fails before its first micro-batch
+RESTARTS = 10  # starts of a query that fails before its first micro-batch
 
 
 def _spark_pid(spark: Any) -> int:
@@ -251,6 +251,7 @@ def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, A
     runs: list[dict[str, Any]] = []
     load0 = os.getloadavg()
     started = time.monotonic()
+    interrupted = False
     try:
         with Processes() as procs:
             _warm_up(spark, opts, prefix, opts.out, bootstrap, procs)
@@ -273,9 +274,12 @@ def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, A
                     runs.append(doc)
                     if on_run is not None:
                         on_run(doc)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: report what was measured so far
+        interrupted = True
     finally:
         spark.stop()
     return {
+        "interrupted": interrupted,
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in replace(opts).__dict__.items()},
         "aggregations": opts.aggregations,
         "machine": {"cores": os.cpu_count(), "load_start": list(load0), "load_end": list(os.getloadavg())},
