@@ -70,7 +70,7 @@ def _check(doc: dict[str, Any], out: Path, configs: tuple[str, ...]) -> None:
 
 
 def test_quick_direct_and_routed(tmp_path: Path) -> None:
-    configs = ("direct", "direct-split", "direct-repartition", "dalton")
+    configs = ("direct", "direct-repartition", "dalton")
     _check(_run(tmp_path / "report", configs), tmp_path / "report", configs)
 
 

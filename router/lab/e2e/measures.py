@@ -107,7 +107,9 @@ def _stat(pid: int) -> tuple[int, list[str]] | None:
 def tree_cpu_seconds(root: int) -> float:
     """User + system CPU seconds of ``root`` and every live descendant, plus what their reaped children used.
 
-    Read from ``/proc`` (Linux); NaN when ``root`` is gone.
+    Read from ``/proc`` (Linux); NaN when ``root`` is gone. Known gap: a descendant that exits between two
+    readings and is not reaped by a member of the tree (Spark restarting its Python workers) takes its CPU
+    with it, so a delta over such a phase undercounts and can even come out negative.
     """
     stats: dict[int, tuple[int, list[str]]] = {}
     for entry in Path("/proc").iterdir():

@@ -118,7 +118,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += _table(doc, n)
     failed = [r for r in doc["runs"] if "error" in r]
     if failed:
-        lines += ["Failed runs:", ""] + [f"- n={r['n']} {r['phase']} {r['config']}: {r['error'][:300]}" for r in failed]
+        lines += ["Failed runs:", ""] + [
+            f"- n={r['n']} {r['phase']} {r['config']}: {r['error'].splitlines()[0][:300]}" for r in failed
+        ]
         lines.append("")
     lines += ["## Goals", "", "| goal | measured | target | met |", "| --- | ---: | --- | --- |"]
     for g in doc.get("goals", []):
