@@ -72,7 +72,8 @@ def _results(spec: RunSpec) -> tuple[dict[bytes, dict[str, Any]], list[tuple[dic
     """Last result per message key, and every result message with its Kafka timestamp (ms)."""
     last: dict[bytes, dict[str, Any]] = {}
     every: list[tuple[dict[str, Any], int]] = []
-    for r in read_topic(spec.settings().kafka, spec.results_topic, idle_s=2.0):
+    # idle 5 s: under load the tail past a stale high watermark can take seconds to arrive
+    for r in read_topic(spec.settings().kafka, spec.results_topic, idle_s=5.0):
         if r.key is not None and r.value is not None:
             row = orjson.loads(r.value)
             last[r.key] = row
