@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "router.lab.commands.spark_bench",
     "router.lab.commands.bench_sync",
     "router.lab.commands.soak",
+    "router.lab.commands.e2e",
 )
 
 for _name in COMMAND_MODULES:

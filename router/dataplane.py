@@ -60,6 +60,7 @@ from router.plane_parts import (
     make_partitioner,
     next_offsets,
     records_readable,
+    window_clock,
 )
 from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
@@ -99,7 +100,7 @@ class RouteDataPlane(PlaneOutput):
         self.exactly_once = router.delivery == "exactly_once"
         self.window = WindowTracker(route.combiners, route.window.slide) if router.window_metrics else None
         self._count_window = route.window.kind == "count"
-        self._clock = 0  # window clock: running max of event times (partitioners need non-decreasing times)
+        self._clock = 0  # window clock (see plane_parts.window_clock; partitioners need non-decreasing times)
         self._ahead_ms = route.time.max_ahead_ms  # event times above wall clock + this are dead-lettered/clamped
         self._clamp = route.time.too_far_ahead == "clamp"
         poll_ms = int(kafka.consumer.get("max.poll.interval.ms", 300_000))
@@ -406,7 +407,7 @@ class RouteDataPlane(PlaneOutput):
             clock = np.arange(self._clock, self._clock + times.size, dtype=np.int64)
             self._clock += int(times.size)
         else:
-            clock = np.maximum.accumulate(np.maximum(times, self._clock))
+            clock = window_clock(times, self._clock)  # arrival order at the batch's event-time pace
             self._clock = int(clock[-1])
             self.metrics.event_clock.set(self._clock)
         t0 = time.perf_counter()

@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -35,6 +37,7 @@ __all__ = [
     "make_partitioner",
     "next_offsets",
     "records_readable",
+    "window_clock",
 ]
 
 #: Consumer settings of the data plane (large fetches: the loop wants whole batches at once).
@@ -278,3 +281,27 @@ def records_readable(kafka: KafkaSettings, topic: str, want: dict[int, int], tim
         return len(found) == len(want)
     finally:
         probe.close()
+
+
+def window_clock(times: npt.NDArray[np.int64], last: int) -> npt.NDArray[np.int64]:
+    """The partitioner's window clock for one batch, in event-time ms, following *arrival order*.
+
+    A partitioner's windows (Dalton's statistics window, the window metrics) need a non-decreasing clock, and
+    the consumer downstream works in arrival order: Spark's micro-batches are offset ranges of the combiner
+    topic, so a record's micro-batch depends on when it was routed, not on its event time. Under a backlog a
+    batch holds one chunk per raw partition, each spanning the same stretch of event time; a running maximum
+    of event times then stamps every chunk after the first with the newest time, and whole chunks land in
+    one statistics window (Dalton balanced the wrong windows: per-window max/mean 1.03 -> 1.39 for chunks of
+    5,000 records on 4 partitions). Here the batch's records instead share the batch's advance of the event
+    time evenly in arrival order: from ``base = max(last, min(times) - 1)`` (so the first batch, or one after
+    a gap in event time, starts at its own earliest time) to ``max(base, max(times))``, record ``i`` of ``m``
+    getting ``base + (i + 1) * advance // m``. A batch in time order keeps nearly its own times; a chunked
+    batch spreads over the same span in the order Spark will read it.
+    """
+    m = int(times.size)
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    base = max(int(last), int(times.min()) - 1)
+    advance = max(0, int(times.max()) - base)
+    steps = np.arange(1, m + 1, dtype=np.int64)
+    return np.asarray(base + (steps * advance) // m, dtype=np.int64)

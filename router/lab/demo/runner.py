@@ -30,6 +30,9 @@ from spark_consumers.cluster import StandaloneCluster
 
 __all__ = ["DemoResult", "run_demo"]
 
+#: Both pipelines aggregated their last record within this many seconds of its production: they kept up.
+KEPT_UP_S = 10.0
+
 
 @dataclass(frozen=True)
 class DemoResult:
@@ -147,10 +150,7 @@ def _verdict(doc: dict[str, Any], chosen: str, base: str) -> list[str]:
             out.append(f"Spark straggler ratio (mean over micro-batches): {chosen} {sa:.2f} vs {base} {sb:.2f}")
         pa, pb = a["spark"]["shuffled_partials"], b["spark"]["shuffled_partials"]
         out.append(f"shuffled partials: {chosen} {pa:,.0f} vs {base} {pb:,.0f} ({(pa - pb) / max(pb, 1):+.1%})")
-        out.append(
-            f"end-to-end: {chosen} {a['throughput']['records_per_s']:,.0f} records/s vs "
-            f"{base} {b['throughput']['records_per_s']:,.0f} records/s"
-        )
+        out.append(_end_to_end(doc["demo"]["rate"], a, b, chosen, base))
     for label, r in runs.items():
         e, d = r["exactness"], r["delivery"]
         state = "PASSED" if e["exact"] else "FAILED"
@@ -160,6 +160,29 @@ def _verdict(doc: dict[str, Any], chosen: str, base: str) -> list[str]:
             f"routed, {d['duplicates']} duplicates, {d['dead_letters']} dead letters"
         )
     return out
+
+
+def _end_to_end(rate: float, a: dict[str, Any], b: dict[str, Any], chosen: str, base: str) -> str:
+    """The end-to-end difference, stated only where the run could show one (a backlog or a rate near capacity).
+
+    Both pipelines "kept up" when each aggregated its last record within :data:`KEPT_UP_S` of producing it:
+    the run was paced by the input, and its records/s say nothing about either pipeline.
+    """
+    ra, rb = a["throughput"]["records_per_s"], b["throughput"]["records_per_s"]
+    da, db = a["throughput"]["drain_seconds"], b["throughput"]["drain_seconds"]
+    both = f"{chosen} {ra:,.0f} vs {base} {rb:,.0f} records/s, last record aggregated {da:.1f} vs {db:.1f} s after"
+    if rate > 0 and max(da, db) <= KEPT_UP_S:
+        return (
+            f"end-to-end: no difference to show at {rate:,.0f} records/s: both pipelines kept up with the input "
+            f"({both} it was produced). Routing pays off on a backlog or near the direct job's capacity: "
+            "`skewroute e2e-bench` measures both, with the direct baseline (the job reading the raw topic)"
+        )
+    faster = chosen if da < db else base
+    return (
+        f"end-to-end ({'full speed: a backlog' if rate <= 0 else 'the input outran a pipeline'}): {both} it was "
+        f"produced; {faster} drained first ({max(da, db) / max(min(da, db), 1e-9):.2f}x). The direct baseline "
+        "(no router) is measured by `skewroute e2e-bench`"
+    )
 
 
 def run_demo(opts: DemoOptions, command: str = "skewroute demo", view: LiveView | None = None) -> DemoResult:

@@ -1,0 +1,159 @@
+"""The configurations of ``skewroute e2e-bench`` and the settings each run uses.
+
+Every configuration aggregates the same keyed raw topic with the same Spark job (tumbling event-time windows
+per key, Kafka results sink, one shared ``local[2]`` session):
+
+- ``direct``: the job reads the raw topic itself. Producers key their records, so the raw topic is
+  hash-partitioned (librdkafka ``murmur2_random``, the Java client's default) and each scan task -- where
+  Spark's partial aggregation runs -- holds whatever its partition's keys weigh;
+- ``direct-split``: the same with ``minPartitions``-style splitting of large raw partitions into several
+  offset ranges (balanced scan tasks; a hot key is partially aggregated in several tasks);
+- ``direct-repartition``: ``repartition(n)`` (round robin) of the raw records before the aggregation: every
+  record crosses one extra shuffle, the partial aggregation runs after it on balanced tasks;
+- ``hash``, ``dalton``, ``pkg``, ``cam``, ``fish``, ``prompt``: router workers route the raw topic into an
+  ``n``-partition combiner topic with that partitioner, and the job reads the combiner topic.
+
+The raw records are ``{"k": key, "t": event ms, "x": measure}`` -- the field names of the routed wire
+format -- so the direct job decodes them with the same Arrow JSON decoder (``decode=routed``) as the routed
+job: the comparison does not charge the direct job for a slower parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from schemas.settings import SkewrouteSettings
+
+__all__ = ["DIRECT", "ROUTED", "E2EOptions", "RunSpec", "config_doc"]
+
+DIRECT = ("direct", "direct-split", "direct-repartition")
+ROUTED = ("hash", "dalton", "pkg", "cam", "fish", "prompt")
+
+
+@dataclass(frozen=True)
+class E2EOptions:
+    """The benchmark's knobs (the CLI options)."""
+
+    workload: str = "zipf:s=1.5,keys=10000"
+    records: int = 400_000  # backlog phase
+    batch: int = 100_000  # records per micro-batch at most (backlog phase)
+    combiners: tuple[int, ...] = (8, 2)  # one setup per n; Spark always local[2]
+    configs: tuple[str, ...] = DIRECT + ROUTED
+    routers: int = 2
+    reducers: int = 2
+    rate_fraction: float = 0.9  # latency phase: this fraction of the direct job's measured drain rate
+    rate: float | None = None  # latency phase: a fixed rate instead
+    rate_seconds: float = 30.0
+    trigger_s: float = 1.0
+    window_s: int = 10
+    watermark_s: int = 120  # generous: no record is late, so every configuration must be exact
+    heavy: bool = True  # add approx_distinct to count/sum/min/max/mean
+    split_factor: int = 4  # direct-split: minPartitions = split_factor * raw partitions
+    seed: int = 1
+    bootstrap: str | None = None
+    out: Path = Path("reports/e2e")
+    warmup: int = 50_000
+    timeout_s: float = 600.0
+
+    @property
+    def aggregations(self) -> list[str]:
+        """The job's aggregates."""
+        return ["count", "sum", "min", "max", "mean"] + (["approx_distinct"] if self.heavy else [])
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One configuration in one phase: its topics, folder and settings file."""
+
+    config: str
+    n: int
+    phase: str  # "backlog" or "rate"
+    prefix: str
+    folder: Path
+    bootstrap: str
+    opts: E2EOptions
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def routed(self) -> bool:
+        """Whether router workers feed the job."""
+        return self.config not in DIRECT
+
+    @property
+    def tag(self) -> str:
+        """Topic-safe name of the run."""
+        return f"{self.prefix}-n{self.n}-{self.phase}-{self.config}"
+
+    @property
+    def raw_topic(self) -> str:
+        """The keyed raw topic (``n`` partitions)."""
+        return f"{self.tag}.raw"
+
+    @property
+    def read_topic(self) -> str:
+        """What the Spark job reads: the combiner topic, or the raw topic for the direct configurations."""
+        return f"{self.tag}.combiners" if self.routed else self.raw_topic
+
+    @property
+    def results_topic(self) -> str:
+        """Where the job writes its aggregates."""
+        return f"{self.tag}.results"
+
+    @property
+    def config_file(self) -> Path:
+        """The YAML settings the router workers are started on."""
+        return self.folder / "config.yaml"
+
+    def settings(self) -> SkewrouteSettings:
+        """Write the settings file and load it."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(yaml.safe_dump(config_doc(self), sort_keys=False), encoding="utf-8")
+        return SkewrouteSettings.load(self.config_file)
+
+
+def config_doc(spec: RunSpec) -> dict[str, Any]:
+    """The settings document of ``spec`` (route, router and Spark job)."""
+    o = spec.opts
+    part = spec.config if spec.routed else "hash"
+    return {
+        "kafka": {"bootstrap_servers": spec.bootstrap},
+        "routes": [
+            {
+                "raw_topic": spec.raw_topic,
+                "name": spec.tag,
+                "combiner_topic": spec.read_topic,
+                "combiners": spec.n,
+                "key": {"source": "field", "field": "k"},
+                "time": {"source": "field", "field": "t", "unit": "ms"},
+                "value_field": "x",
+                "window": {"kind": "time", "size": 60_000, "slide": 1_000},
+                "partitioner": {"name": part},
+                "seed": o.seed,
+            }
+        ],
+        "router": {
+            "app_id": spec.tag,
+            "control_topic": f"{spec.tag}.control",
+            "state_dir": str(spec.folder / "router-state"),
+            "log_format": "text",
+            "log_level": "WARNING",
+        },
+        "spark": {
+            "master": "local[2]",
+            "trigger_interval": f"{o.trigger_s:g} seconds",
+            "max_records_per_trigger": o.batch,
+            "window": f"{o.window_s} seconds",
+            "watermark": f"{o.watermark_s} seconds",
+            "aggregations": o.aggregations,
+            "sink": "kafka",
+            "results_topic": spec.results_topic,
+            "shuffle_partitions": o.reducers,
+            "checkpoint_dir": str(spec.folder / "checkpoints"),
+            "progress_log": str(spec.folder / "progress.jsonl"),
+            "conf": {"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false"},
+        },
+    }

@@ -1,0 +1,80 @@
+"""``skewroute e2e-bench --quick``: every configuration runs end to end, exact, with every report field.
+
+The full configuration list (three direct baselines, six routed partitioners, backlog and rate phases) takes
+minutes, so it is ``extended``; the default run keeps one direct baseline and one routed configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from router.lab.e2e.plan import DIRECT, ROUTED
+
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.spark]
+
+RUN_FIELDS = {"config", "n", "phase", "records", "spark", "spark_wall_s", "spark_cpu_s", "exactness",
+              "router_cpu_s_per_million", "spark_cpu_us_per_record", "total_cpu_us_per_record"}  # fmt: skip
+SPARK_FIELDS = {"records", "batches", "steady_rate", "overall_rate", "batch_ms", "shuffled_partials",
+                "shuffled_all_stages", "straggler_median", "straggler_mean", "record_ratio_mean",
+                "combiner_stage_ms", "makespan_ms", "task_ms", "task_records", "per_batch"}  # fmt: skip
+LATENCY_FIELDS = {"rate", "counted", "p50", "p95", "p99", "series"}
+
+
+def _run(out: Path, configs: tuple[str, ...]) -> dict[str, Any]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    cmd = [sys.executable, "-c", "from router.cli import main; main()", "e2e-bench", "--quick",
+           "--configs", ",".join(configs), "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, f"e2e-bench failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return json.loads((out / "result.json").read_text())
+
+
+def _check(doc: dict[str, Any], out: Path, configs: tuple[str, ...]) -> None:
+    runs = doc["runs"]
+    assert [(r["config"], r["phase"]) for r in runs] == [(c, "backlog") for c in configs] + [
+        (c, "rate") for c in configs
+    ]
+    for r in runs:
+        where = f"{r['config']}/{r['phase']}"
+        assert set(r) >= RUN_FIELDS, (where, RUN_FIELDS - set(r))
+        assert set(r["spark"]) >= SPARK_FIELDS, (where, SPARK_FIELDS - set(r["spark"]))
+        assert set(r["spark"]["makespan_ms"]) == {"C2", "C8", "C32"}
+        # exact against a direct computation of count/sum/min/max/mean per (window, key) of the produced input
+        assert r["exactness"]["exact"], (where, r["exactness"]["examples"])
+        assert r["exactness"]["matching"] == r["exactness"]["expected"] > 0
+        assert r["spark"]["records"] == r["records"]  # every record read once by Spark
+        assert r["spark"]["shuffled_partials"] > 0 and r["spark_cpu_s"] > 0
+        if r["config"] in ROUTED:
+            assert r["routed"] >= r["records"] and r["router_cpu_s_per_million"] > 0
+        if r["config"] == "direct-repartition":  # every record crosses the extra shuffle, then the partials
+            assert r["spark"]["shuffled_all_stages"] > r["records"]
+        if r["phase"] == "rate":
+            lat = r["latency"]
+            assert set(lat) >= LATENCY_FIELDS
+            assert lat["counted"] == r["records"]  # every record's latency was found in the results topic
+            assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] < 600
+    assert {g["goal"].split(":")[0] for g in doc["goals"]} == {f"n={r['n']}" for r in runs}
+    assert doc["machine"]["cores"] and len(doc["machine"]["load_start"]) == 3
+    markdown = (out / "report.md").read_text()
+    for c in configs:
+        assert f"| {c} |" in markdown
+    for png in ("latency.png", "tasks.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_direct_and_routed(tmp_path: Path) -> None:
+    configs = ("direct", "direct-repartition", "dalton")
+    _check(_run(tmp_path / "report", configs), tmp_path / "report", configs)
+
+
+@pytest.mark.extended
+def test_quick_every_configuration(tmp_path: Path) -> None:
+    configs = DIRECT + ROUTED
+    _check(_run(tmp_path / "report", configs), tmp_path / "report", configs)

@@ -1,0 +1,75 @@
+"""The e2e benchmark's computations: per-record latency from the results topic, list-scheduling makespan."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from router.lab.e2e.measures import list_schedule, percentiles, record_latencies
+
+
+def test_list_schedule_replays_spark_handing_tasks_to_the_first_free_slot() -> None:
+    tasks = [5.0, 1.0, 1.0, 1.0, 1.0, 3.0]
+    # 2 slots: 5 | 1,1,1,1 (t=4) then 3 goes to slot 2 (free at 4) -> 7
+    assert list_schedule(tasks, 2) == 7.0
+    assert list_schedule(tasks, 1) == sum(tasks)
+    assert list_schedule(tasks, 32) == 5.0  # one slot per task: the slowest task
+    assert list_schedule(tasks, 6) == 5.0
+    assert list_schedule([], 4) == 0.0
+
+
+def test_list_schedule_of_a_skewed_stage_is_bounded_by_its_straggler() -> None:
+    skewed = [800.0] + [100.0] * 7  # hash-like: one hot combiner
+    balanced = [187.5] * 8  # the same work spread evenly
+    assert list_schedule(skewed, 8) == 800.0
+    assert list_schedule(balanced, 8) == 187.5
+    assert list_schedule(skewed, 2) == 800.0  # slot 2 runs the 7 small tasks (700) meanwhile
+    assert list_schedule(balanced, 2) == 750.0
+
+
+def test_list_schedule_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="cores"):
+        list_schedule([1.0], 0)
+    with pytest.raises(ValueError, match="task time"):
+        list_schedule([-1.0], 2)
+
+
+def test_latency_is_the_first_result_counting_the_record() -> None:
+    # group 0: three records produced at 0, 1, 2; results at 5 (count 2) and 9 (count 3)
+    # group 1: one record produced at 4; its result at 6 (count 1)
+    group = np.array([0, 0, 1, 0])
+    produced = np.array([0.0, 1.0, 4.0, 2.0])
+    res_group = np.array([0, 1, 0])
+    res_count = np.array([3, 1, 2])
+    res_time = np.array([9.0, 6.0, 5.0])
+    lat = record_latencies(group, produced, res_group, res_count, res_time)
+    assert lat.tolist() == [5.0, 4.0, 2.0, 7.0]
+
+
+def test_latency_takes_the_earliest_result_at_or_above_a_count() -> None:
+    # read back per results partition, an update with a higher count may be seen with an earlier timestamp
+    lat = record_latencies(np.array([7, 7]), np.array([0.0, 0.5]), np.array([7, 7]), np.array([1, 2]),
+                           np.array([3.0, 2.0]))  # fmt: skip
+    assert lat.tolist() == [2.0, 1.5]
+
+
+def test_latency_is_nan_for_records_no_result_counts() -> None:
+    lat = record_latencies(np.array([0, 0, 2]), np.array([0.0, 1.0, 1.0]), np.array([0]), np.array([1]),
+                           np.array([3.0]))  # fmt: skip
+    assert lat[0] == 3.0
+    assert math.isnan(lat[1]) and math.isnan(lat[2])
+    assert np.isnan(record_latencies(np.array([1]), np.array([0.0]), np.array([], np.int64),
+                                     np.array([], np.int64), np.array([]))).all()  # fmt: skip
+
+
+def test_latency_rejects_mismatched_lengths() -> None:
+    with pytest.raises(ValueError, match="length"):
+        record_latencies(np.array([0, 1]), np.array([0.0]), np.array([0]), np.array([1]), np.array([1.0]))
+
+
+def test_percentiles() -> None:
+    p = percentiles(np.arange(101, dtype=float))
+    assert p == {"p50": 50.0, "p95": 95.0, "p99": 99.0}
+    assert percentiles([]) == {"p50": None, "p95": None, "p99": None}
