@@ -36,13 +36,6 @@ pytestmark = [pytest.mark.kafka, pytest.mark.apache_kafka, pytest.mark.spark, py
 N = 12_000
 
 
-@pytest.mark.xfail(
-    reason="found on Apache Kafka (2026-11-24): killing the broker that coordinates the router group makes the "
-    "consumers' sessions time out; send_offsets_to_transaction then fails with UNKNOWN_MEMBER_ID, the data plane "
-    "re-runs the same transaction with the stale group metadata 5 times and the worker dies (DeliveryError). "
-    "The data plane must abort, drop the batch and let the consumer rejoin (router data-plane work)",
-    strict=False,
-)
 def test_three_nodes_one_killed_mid_stream_and_restarted(tmp_path: Path, spark) -> None:
     cluster = ApacheKafkaCluster(port=free_port(), nodes=3, state_dir=tmp_path / "kafka",
                                  broker_conf={"min.insync.replicas": 2})  # fmt: skip
