@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient
 
 from schemas.settings import KafkaSettings
 
-__all__ = ["make_admin", "make_consumer", "make_producer"]
+__all__ = ["make_admin", "make_consumer", "make_producer", "produce_waiting"]
 
 #: Our producer defaults: idempotent, batched. Route throughput depends on large batches.
 PRODUCER_DEFAULTS: dict[str, Any] = {
@@ -46,3 +46,17 @@ def make_consumer(kafka: KafkaSettings, group_id: str, **overrides: Any) -> Cons
 def make_admin(kafka: KafkaSettings, **overrides: Any) -> AdminClient:
     """A confluent-kafka admin client."""
     return AdminClient({**kafka.librdkafka("admin"), **overrides})
+
+
+def produce_waiting(producer: Producer, topic: str, value: bytes | None, key: bytes | None = None, **kw: Any) -> None:
+    """``producer.produce``, waiting (serving delivery callbacks) while the local queue is full.
+
+    For feeders that must not drop a record (benchmarks, the demo, tests); the router's data plane has its own
+    bounded retry.
+    """
+    while True:
+        try:
+            producer.produce(topic, value, key, **kw)
+            return
+        except BufferError:
+            producer.poll(0.05)

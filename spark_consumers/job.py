@@ -48,6 +48,7 @@ __all__ = [
     "read_combiners",
     "run_job",
     "start_job",
+    "start_with_metrics",
 ]
 
 
@@ -226,7 +227,12 @@ def start_job(
         from connectors.kafka import make_admin
 
         ensure_topics(make_admin(settings.kafka), [results_topic_spec(results_topic_name(settings, route), route)])
-    listener = CombinerMetricsListener(spark, settings.spark.progress_log, {name})
+    return start_with_metrics(spark, writer, name, settings.spark.progress_log)
+
+
+def start_with_metrics(spark: SparkSession, writer: Any, name: str, progress_log: Path | None) -> JobHandle:
+    """Start ``writer`` (query ``name``) with the per-combiner metrics listener attached."""
+    listener = CombinerMetricsListener(spark, progress_log, {name})
     spark.streams.addListener(listener)
     try:
         query = writer.start()

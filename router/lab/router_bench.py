@@ -55,7 +55,7 @@ RAW_PARTITIONS = 4
 
 def _preload(bootstrap: str, topic: str, n: int, s: float, seed: int) -> None:
     from connectors.admin import TopicSpec, ensure_topics
-    from connectors.kafka import make_admin, make_producer
+    from connectors.kafka import make_admin, make_producer, produce_waiting
     from connectors.workloads import zipf_probabilities
     from schemas.settings import KafkaSettings
 
@@ -66,12 +66,7 @@ def _preload(bootstrap: str, topic: str, n: int, s: float, seed: int) -> None:
     p = make_producer(kafka, **{"linger.ms": 20})
     for i, k in enumerate(keys.tolist()):
         value = b'{"key":"k%d","v":%d}' % (k, i)
-        while True:
-            try:
-                p.produce(topic, value, partition=i % RAW_PARTITIONS)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_waiting(p, topic, value, partition=i % RAW_PARTITIONS)
     if p.flush(120) != 0:
         raise RuntimeError(f"preloading {topic} did not finish")
 

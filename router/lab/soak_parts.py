@@ -21,7 +21,7 @@ import orjson
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-from connectors.kafka import make_consumer, make_producer
+from connectors.kafka import make_consumer, make_producer, produce_waiting
 from router.lab.demo.processes import Child
 from schemas.settings import KafkaSettings
 
@@ -207,13 +207,8 @@ class RawProducer:
             if self.poison_every and i % self.poison_every == self.poison_every - 1:
                 value, ahead_ms = POISON[(i // self.poison_every) % len(POISON)]
                 ts, cb = (int(time.time() * 1000) + ahead_ms if ahead_ms else 0), self._on_poison
-            while True:
-                try:
-                    self._producer.produce(self.topic, value, partition=i % self.partitions, timestamp=ts,
-                                           on_delivery=cb)  # fmt: skip
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
+            produce_waiting(self._producer, self.topic, value, partition=i % self.partitions, timestamp=ts,
+                            on_delivery=cb)  # fmt: skip
             self.sent += 1
         self._producer.poll(0)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from connectors.kafka import make_producer
+from connectors.kafka import make_producer, produce_waiting
 from schemas.exceptions import BrokerError
 from schemas.records import encode_routed
 from schemas.settings import KafkaSettings
@@ -71,12 +71,7 @@ def produce_routed(
         raw = raw_values[i] if raw_values is not None else b'{"i":%d}' % i
         off = int(offsets[i]) if offsets is not None else i
         value = encode_routed(k, int(t), int(c), raw_topic, 0, off, None if x is None else float(x), raw)
-        while True:
-            try:
-                producer.produce(topic, value=value, key=k.encode(), partition=int(c), on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, value, k.encode(), partition=int(c), on_delivery=on_delivery)
         if i % 10_000 == 0:
             producer.poll(0)
     left = producer.flush(120)

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import orjson
 
 from connectors.admin import TopicSpec, ensure_topics
-from connectors.kafka import make_admin, make_producer
+from connectors.kafka import make_admin, make_producer, produce_waiting
 from connectors.workloads import make_workload
 from router.lab.demo.options import KEY_FIELD, RAW_PARTITIONS, TIME_FIELD, VALUE_FIELD
 from schemas.exceptions import BrokerError
@@ -118,12 +118,7 @@ class Producer:
         while self.sent < total and not self._stop.is_set():
             due = total if self.rate <= 0 else min(total, int((time.time() - start) * self.rate) + 1)
             for i in range(self.sent, due):
-                while True:
-                    try:
-                        producer.produce(self.topic, self.values[i], keys[i], partition=i % RAW_PARTITIONS)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
+                produce_waiting(producer, self.topic, self.values[i], keys[i], partition=i % RAW_PARTITIONS)
             self.sent = max(self.sent, due)
             producer.poll(0)
             if self.rate > 0 and self.sent < total:

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from connectors.kafka import make_producer
+from connectors.kafka import make_producer, produce_waiting
 from router.lab.demo.processes import Child, Processes, router_command
 from router.lab.demo.source import DemoInput, Producer
 from router.lab.e2e.measures import tree_cpu_seconds
@@ -50,12 +50,7 @@ class KeyedProducer(Producer):
         while self.sent < total and not self._stop.is_set():
             due = total if self.rate <= 0 else min(total, int((time.time() - start) * self.rate) + 1)
             for i in range(self.sent, due):
-                while True:
-                    try:
-                        producer.produce(self.topic, self.values[i], keys[i])
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
+                produce_waiting(producer, self.topic, self.values[i], keys[i])
             self.sent_s[self.sent : due] = time.time()
             self.sent = max(self.sent, due)
             producer.poll(0)

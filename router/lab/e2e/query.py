@@ -17,8 +17,8 @@ from connectors.spark_source import SHORT_NAME, kafka_options, register_source
 from router.lab.e2e.measures import list_schedule
 from schemas.settings import SkewrouteSettings, join_uri
 from spark_consumers.aggregations import final_aggregates, parse_routed, with_event_watermark
-from spark_consumers.job import JobHandle, agg_spec, query_name
-from spark_consumers.observability import BatchStats, CombinerMetricsListener
+from spark_consumers.job import JobHandle, agg_spec, query_name, start_with_metrics
+from spark_consumers.observability import BatchStats
 from spark_consumers.sinks import attach_sink
 
 __all__ = ["CORES", "batch_summary", "shuffle_written", "start_query"]
@@ -57,14 +57,7 @@ def start_query(
     writer = writer.option("checkpointLocation", join_uri(cfg.checkpoint_dir, route.route_name))
     writer = attach_sink(writer, "kafka", kafka_conf=settings.kafka.librdkafka("producer"), results_topic=results)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=cfg.trigger_interval)
-    listener = CombinerMetricsListener(spark, cfg.progress_log, {name})
-    spark.streams.addListener(listener)
-    try:
-        query = writer.start()
-    except Exception:
-        spark.streams.removeListener(listener)
-        raise
-    return JobHandle(spark, query, listener)
+    return start_with_metrics(spark, writer, name, cfg.progress_log)
 
 
 def shuffle_written(spark: SparkSession, run_id: str) -> int:
