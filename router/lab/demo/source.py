@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -110,20 +111,34 @@ class Producer:
         except BaseException as exc:  # reported by the pipeline
             self.error = exc
 
+    #: seconds between two pacing checks, and the longest wait for the last acknowledgements
+    tick_s = 0.02
+    flush_s = 60.0
+
+    def _client(self) -> Any:
+        return make_producer(self.kafka, **{"linger.ms": 10})
+
+    def _send(self, producer: Any, i: int, key: bytes) -> None:
+        produce_waiting(producer, self.topic, self.values[i], key, partition=i % RAW_PARTITIONS)
+
+    def _sent_upto(self, lo: int, hi: int) -> None:
+        """Records ``lo..hi-1`` were just handed to the client (a hook for subclasses)."""
+
     def _produce(self) -> None:
-        producer = make_producer(self.kafka, **{"linger.ms": 10})
+        producer = self._client()
         keys = [k.encode() for k in self.data.keys.tolist()]
         total = len(self.values)
         self.first_s = start = time.time()
         while self.sent < total and not self._stop.is_set():
             due = total if self.rate <= 0 else min(total, int((time.time() - start) * self.rate) + 1)
             for i in range(self.sent, due):
-                produce_waiting(producer, self.topic, self.values[i], keys[i], partition=i % RAW_PARTITIONS)
+                self._send(producer, i, keys[i])
+            self._sent_upto(self.sent, due)
             self.sent = max(self.sent, due)
             producer.poll(0)
             if self.rate > 0 and self.sent < total:
-                time.sleep(0.02)
-        left = producer.flush(60)
+                time.sleep(self.tick_s)
+        left = producer.flush(self.flush_s)
         if left:
             raise BrokerError(f"{left} records to {self.topic!r} were not acknowledged")
         if self.sent == total:

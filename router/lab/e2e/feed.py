@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +21,7 @@ from router.lab.demo.processes import Child, Processes, router_command
 from router.lab.demo.source import DemoInput, Producer
 from router.lab.e2e.measures import tree_cpu_seconds
 from router.lab.e2e.plan import RunSpec
-from schemas.exceptions import BrokerError, SkewrouteError
+from schemas.exceptions import SkewrouteError
 from schemas.settings import KafkaSettings
 
 __all__ = ["KeyedProducer", "Routers", "encode_raw"]
@@ -42,25 +43,17 @@ class KeyedProducer(Producer):
         self.values = encode_raw(data)
         self.sent_s: npt.NDArray[np.float64] = np.full(len(data), np.nan)
 
-    def _produce(self) -> None:
-        producer = make_producer(self.kafka, **{"linger.ms": 5, "partitioner": "murmur2_random"})
-        keys = [k.encode() for k in self.data.keys.tolist()]
-        total = len(self.values)
-        self.first_s = start = time.time()
-        while self.sent < total and not self._stop.is_set():
-            due = total if self.rate <= 0 else min(total, int((time.time() - start) * self.rate) + 1)
-            for i in range(self.sent, due):
-                produce_waiting(producer, self.topic, self.values[i], keys[i])
-            self.sent_s[self.sent : due] = time.time()
-            self.sent = max(self.sent, due)
-            producer.poll(0)
-            if self.rate > 0 and self.sent < total:
-                time.sleep(0.005)
-        left = producer.flush(120)
-        if left:
-            raise BrokerError(f"{left} records to {self.topic!r} were not acknowledged")
-        if self.sent == total:
-            self.done_s = time.time()
+    tick_s = 0.005
+    flush_s = 120.0
+
+    def _client(self) -> Any:
+        return make_producer(self.kafka, **{"linger.ms": 5, "partitioner": "murmur2_random"})
+
+    def _send(self, producer: Any, i: int, key: bytes) -> None:
+        produce_waiting(producer, self.topic, self.values[i], key)  # keyed: the client hash-partitions
+
+    def _sent_upto(self, lo: int, hi: int) -> None:
+        self.sent_s[lo:hi] = time.time()
 
     def stop(self) -> None:
         """Stop producing (a no-op when the thread never started: the backlog phase produces inline)."""
