@@ -35,7 +35,7 @@ from tests.integration.test_reliability_router import _consumed, _start
 
 pytestmark = [pytest.mark.kafka, pytest.mark.apache_kafka, pytest.mark.spark, pytest.mark.slow]
 
-N = 10_000
+N = 30_000  # long enough for several kill attempts when the first lands between two transactions
 
 
 def test_sigkilled_exactly_once_router_fenced_by_successor_exact_without_dedupe(
@@ -63,8 +63,8 @@ def test_sigkilled_exactly_once_router_fenced_by_successor_exact_without_dedupe(
         # kill while a transaction is open with records in the log (the uncommitted reader ahead of the committed
         # one); the successor (same transactional id) fences the dead worker and the broker aborts that
         # transaction. The aborted records are replayed by the successor: the uncommitted reader sees their
-        # positions twice. A kill can still land just after a commit: then try again (at most 4 kills).
-        while everything.duplicates == 0 and kills < 4 and len(committed.seen) < N - 3_000:
+        # positions twice. A kill can still land just after a commit: then try again (at most 8 kills).
+        while everything.duplicates == 0 and kills < 8 and len(committed.seen) < N - 3_000:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 everything.poll(0.05)
