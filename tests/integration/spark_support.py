@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from connectors.topic_reader import read_topic
-from schemas.settings import KafkaSettings
+from schemas.settings import KafkaSettings, SkewrouteSettings
 
 T0 = 1_700_000_000_000  # a multiple of 10 s: windows start at T0 + k * slide
 
@@ -74,3 +77,25 @@ def assert_same(got: dict[Key, Agg], want: dict[Key, Agg]) -> None:
         g = got[k]
         assert g[:4] == w[:4], f"{k}: got {g}, want {w}"
         assert abs(g[4] - w[4]) <= 1e-9 * max(1.0, abs(w[4])), f"{k}: mean {g[4]} != {w[4]}"
+
+
+def run_available_now(spark: Any, settings: SkewrouteSettings) -> Any:
+    """Run the job once over what the combiner topic holds (available-now), fail on its error; its handle."""
+    from spark_consumers.job import start_job
+
+    handle = start_job(spark, settings, available_now=True)
+    try:
+        handle.query.awaitTermination(300)
+    finally:
+        handle.stop()
+    assert handle.query.exception() is None, handle.query.exception()
+    return handle
+
+
+def raw_recs(raw: Iterable[Any]) -> list[Rec]:
+    """Reference records of raw JSON records ``{"key", "i", ...}`` (the measure is ``i``, the time the Kafka one)."""
+    out = []
+    for r in raw:
+        doc = orjson.loads(r.value or b"")
+        out.append(Rec(doc["key"], r.timestamp, float(doc["i"])))
+    return out

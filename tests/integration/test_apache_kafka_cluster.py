@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import orjson
 import pytest
 
 from connectors.admin import TopicSpec, ensure_topics
@@ -26,9 +25,8 @@ from connectors.topic_reader import read_topic
 from router.lab.demo.processes import Processes
 from router.lab.soak_parts import Verifier, worker_config
 from schemas.settings import KafkaSettings, SkewrouteSettings
-from spark_consumers.job import start_job
 from tests.integration.router_support import RAW_PARTITIONS, produce, wait_for, zipf_records
-from tests.integration.spark_support import Rec, assert_same, read_results, reference
+from tests.integration.spark_support import assert_same, raw_recs, read_results, reference, run_available_now
 from tests.integration.test_reliability_router import _consumed, _start
 
 pytestmark = [pytest.mark.kafka, pytest.mark.apache_kafka, pytest.mark.spark, pytest.mark.slow, pytest.mark.extended]
@@ -78,14 +76,7 @@ def test_three_nodes_one_killed_mid_stream_and_restarted(tmp_path: Path, spark) 
         assert during > 0
 
         settings = SkewrouteSettings.load(cfgs["wa"])
-        handle = start_job(spark, settings, available_now=True)
-        try:
-            handle.query.awaitTermination(300)
-        finally:
-            handle.stop()
-        assert handle.query.exception() is None, handle.query.exception()
-        raw = read_topic(kafka, topic, expected=N)
-        recs = [Rec(orjson.loads(r.value or b"")["key"], r.timestamp, float(orjson.loads(r.value or b"")["i"]))
-                for r in raw]  # fmt: skip
+        run_available_now(spark, settings)
+        recs = raw_recs(read_topic(kafka, topic, expected=N))
         assert_same(read_results(kafka, f"{topic}.results"), reference(recs, 10_000, 10_000))
         print(f"\n3 nodes: start {cluster.timings}; routed while node 2 was down: {during}")

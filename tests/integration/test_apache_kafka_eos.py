@@ -28,9 +28,8 @@ from connectors.topic_reader import read_topic
 from router.lab.demo.processes import Processes
 from router.lab.soak_parts import Verifier, kill_group, worker_config
 from schemas.settings import KafkaSettings, SkewrouteSettings
-from spark_consumers.job import start_job
 from tests.integration.router_support import RAW_PARTITIONS, multiset_in, produce, wait_for, zipf_records
-from tests.integration.spark_support import Rec, assert_same, read_results, reference
+from tests.integration.spark_support import assert_same, raw_recs, read_results, reference, run_available_now
 from tests.integration.test_reliability_router import _consumed, _start
 
 pytestmark = [pytest.mark.kafka, pytest.mark.apache_kafka, pytest.mark.spark, pytest.mark.slow]
@@ -104,15 +103,9 @@ def test_sigkilled_exactly_once_router_fenced_by_successor_exact_without_dedupe(
 
     settings = SkewrouteSettings.load(cfg)
     t0 = time.monotonic()
-    handle = start_job(spark, settings, available_now=True)
-    try:
-        handle.query.awaitTermination(300)
-    finally:
-        handle.stop()
-    assert handle.query.exception() is None, handle.query.exception()
+    handle = run_available_now(spark, settings)
     raw = {(r.partition, r.offset): r for r in read_topic(kafka, topic, expected=N)}
-    recs = [Rec(orjson.loads(r.value or b"")["key"], r.timestamp, float(orjson.loads(r.value or b"")["i"]))
-            for r in raw.values()]  # fmt: skip
+    recs = raw_recs(raw.values())
     want = reference(recs, 10_000, 10_000)
     assert len(handle.stats) >= 3, "one micro-batch only: no (window, key) was updated, nothing to compact"
     written = _written(kafka, results)  # Apache Kafka's end offsets are exact: every record the sink wrote

@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
 import pytest
 import yaml
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -35,9 +34,8 @@ from router.lab.demo.processes import Processes, router_command
 from router.lab.soak_parts import Verifier, worker_config
 from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings, SkewrouteSettings
-from spark_consumers.job import start_job
 from tests.integration.router_support import RAW_PARTITIONS, produce, routed, run_plane, settings, zipf_records
-from tests.integration.spark_support import Rec, assert_same, read_results, reference
+from tests.integration.spark_support import assert_same, raw_recs, read_results, reference, run_available_now
 
 pytestmark = [pytest.mark.kafka, pytest.mark.apache_kafka]
 
@@ -164,14 +162,7 @@ def test_scram_everywhere_and_only_routers_write_the_control_topic(
     # Spark (Python source and the Kafka sink) as the spark principal
     settings = SkewrouteSettings.load(cfgs["wa"]).model_copy(update={"kafka": spark_kafka})
     t0 = time.monotonic()
-    handle = start_job(spark, settings, available_now=True)
-    try:
-        handle.query.awaitTermination(300)
-    finally:
-        handle.stop()
-    assert handle.query.exception() is None, handle.query.exception()
-    raw = read_topic(admin_kafka, topic, expected=N)
-    recs = [Rec(orjson.loads(r.value or b"")["key"], r.timestamp, float(orjson.loads(r.value or b"")["i"]))
-            for r in raw]  # fmt: skip
+    run_available_now(spark, settings)
+    recs = raw_recs(read_topic(admin_kafka, topic, expected=N))
     assert_same(read_results(spark_kafka, f"{topic}.results"), reference(recs, 10_000, 10_000))
     print(f"\nSASL: control records {len(control_records)}; spark {time.monotonic() - t0:.1f} s")
