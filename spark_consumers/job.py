@@ -47,6 +47,7 @@ __all__ = [
     "main",
     "read_combiners",
     "run_job",
+    "session_conf",
     "start_job",
     "start_with_metrics",
 ]
@@ -56,24 +57,34 @@ def build_session(spark: SparkSettings, app_name: str = "skewroute-spark") -> Sp
     """A SparkSession for the job (``master`` is ignored when spark-submit already set one)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    b = (
-        SparkSession.builder.appName(app_name)
-        .config("spark.sql.shuffle.partitions", str(spark.shuffle_partitions))
-        .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
-        .config("spark.ui.showConsoleProgress", "false")  # progress bars garble logs; metrics go to the log
-        # Python data source runners are fresh processes; on an overloaded host they take longer than the default
-        # 15 s to connect back to the JVM ("Python worker failed to connect back").
-        .config("spark.python.authenticate.socketTimeout", "120s")
-    )
+    b = SparkSession.builder.appName(app_name)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit, whose --master wins
         b = b.master(spark.master)
         for k, v in executor_env_conf(spark).items():
             b = b.config(k, v)
-    if spark.source == "kafka":
-        b = b.config("spark.jars.packages", spark.kafka_package or _default_kafka_package())
-    for k, v in spark.conf.items():
+    for k, v in session_conf(spark).items():
         b = b.config(k, v)
     return b.getOrCreate()
+
+
+def session_conf(spark: SparkSettings) -> dict[str, str]:
+    """The session configuration of ``spark`` (besides the master and the executors' Python).
+
+    ``spark.jars.packages`` (the spark-sql-kafka connector) only for ``source: kafka``: the JVM resolves it at
+    launch (Ivy, cached), so a session that should serve the JVM source must be built from such settings.
+    ``spark.conf`` comes last and wins.
+    """
+    conf = {
+        "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
+        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        "spark.ui.showConsoleProgress": "false",  # progress bars garble logs; metrics go to the log
+        # Python data source runners are fresh processes; on an overloaded host they take longer than the default
+        # 15 s to connect back to the JVM ("Python worker failed to connect back").
+        "spark.python.authenticate.socketTimeout": "120s",
+    }
+    if spark.source == "kafka":
+        conf["spark.jars.packages"] = spark.kafka_package or _default_kafka_package()
+    return {**conf, **spark.conf}
 
 
 def executor_env_conf(spark: SparkSettings) -> dict[str, str]:

@@ -1,12 +1,22 @@
 """Spark records/s with the JVM Kafka source (spark-sql-kafka) vs skewroute's Python source, on the same topic.
 
 One combiner topic (routed records, hash partitioner, Zipf keys) is written once to Apache Kafka (started here
-unless ``--bootstrap`` names a broker); then the same job (window aggregation, Kafka sink) reads it from the
-beginning with ``spark.source: python`` and ``spark.source: kafka`` in turns (``--rounds`` each, order alternating),
-on ONE SparkSession started with the connector package. Rate = records / summed batch time over the batches after
-the first (the same steady rate as ``spark-bench``). Prints a table and writes a Markdown report.
+unless ``--bootstrap`` names a broker); then every source reads it from the beginning, in interleaved rounds
+(order alternating), on ONE SparkSession started with the connector package, with the same per-trigger budget
+(``--batch`` records). Three modes, so that the source is not hidden behind the aggregation:
 
-    python -m spark_consumers.lab.bench_sources --tuples 400000 --batch 100000 --rounds 2
+- ``job``: the whole job -- source, decoding, watermark, window aggregation (stateful, one shuffle), Kafka
+  results sink. Its rate is bounded by whatever stage is slowest, which need not be the source.
+- ``source``: only the source -- read and decode into the job's columns (``parse_routed``: the Python source
+  decodes in the source with Arrow, ``decode=routed``; the JVM source's rows go through ``from_json``), then a
+  ``noop`` sink (every row is produced, nothing is written).
+- ``read``: only the transport -- Spark's Kafka columns (``key``, ``value`` bytes, offsets ...), no decoding
+  (the Python source with ``decode=none``), then the ``noop`` sink. ``source`` minus ``read`` is the decoding.
+
+Rate = records / summed batch time over the batches after the first (the same steady rate as ``spark-bench``).
+Prints a table and writes a Markdown report with both rates and both JVM/Python ratios.
+
+    python -m spark_consumers.lab.bench_sources --records 400000 --batch 100000 --rounds 2
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import free_port
@@ -26,102 +37,170 @@ from schemas.settings import KafkaSettings, SkewrouteSettings
 from spark_consumers.lab.bench import BenchResult, _stream
 from spark_consumers.lab.feed import assign_combiners, produce_routed
 
-#: spark-sql-kafka at the installed PySpark's version is not on Maven Central (4.3.0): the newest published one.
-DEFAULT_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+__all__ = ["MODES", "SOURCES", "main", "render_markdown", "run"]
+
+SOURCES = ("python", "kafka")
+MODES = ("job", "source", "read")
 
 
-def run(kafka: KafkaSettings, *, tuples: int, batch: int, n: int, rounds: int, package: str, workdir: Path) -> dict:
-    """Rates per source over ``rounds`` alternating runs on one topic."""
-    from spark_consumers.job import build_session, start_job
+def _settings(kafka: KafkaSettings, raw: str, n: int, source: str, batch: int, package: str, run_dir: Path,
+              results: str) -> SkewrouteSettings:  # fmt: skip
+    return SkewrouteSettings.load(
+        kafka=kafka,
+        routes=[{"raw_topic": raw, "combiners": n}],
+        spark={"source": source, "kafka_package": package, "max_records_per_trigger": batch,
+               "window": "10 seconds", "watermark": "30 seconds", "results_topic": results,
+               "checkpoint_dir": str(run_dir / "ck"), "progress_log": str(run_dir / "progress.jsonl"),
+               "shuffle_partitions": 2,
+               "conf": {"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false"}},
+    )  # fmt: skip
 
-    keys, times, measures = _stream(tuples, 10_000, 1.5, 1)
+
+def _start(spark: Any, settings: SkewrouteSettings, mode: str) -> Any:
+    """The ``job`` query (the real job), the ``source`` query (read + decode, noop) or ``read`` (read, noop)."""
+    from spark_consumers.aggregations import parse_routed
+    from spark_consumers.job import query_name, read_combiners, start_job, start_with_metrics
+
+    if mode == "job":
+        return start_job(spark, settings, available_now=True)
+    route, cfg = settings.routes[0], settings.spark
+    if mode == "read":  # with an item_field the Python source leaves the values undecoded (decode=none)
+        cfg = cfg.model_copy(update={"item_field": "i"})
+    raw = read_combiners(spark, settings.kafka, route, cfg)
+    df = parse_routed(raw) if mode == "source" else raw
+    name = query_name(route)
+    writer = df.writeStream.queryName(name).format("noop").option("checkpointLocation", str(cfg.checkpoint_dir))
+    return start_with_metrics(spark, writer.trigger(availableNow=True), name, cfg.progress_log)
+
+
+def run(
+    kafka: KafkaSettings,
+    *,
+    records: int,
+    batch: int,
+    n: int,
+    rounds: int,
+    package: str,
+    workdir: Path,
+    modes: tuple[str, ...] = MODES,
+) -> dict[tuple[str, str], list[float]]:
+    """Steady rates per (mode, source) over ``rounds`` interleaved rounds on one topic."""
+    from spark_consumers.job import build_session
+
+    keys, times, measures = _stream(records, 10_000, 1.5, 1)
     raw = f"srcbench-{os.getpid()}-{time.monotonic_ns()}"
-    base = SkewrouteSettings.load(kafka=kafka, routes=[{"raw_topic": raw, "combiners": n}])
-    topic = base.routes[0].combiner_topic_name
-    ensure_topics(make_admin(kafka), [TopicSpec(topic, n, exact=True)])
-    produce_routed(kafka, topic, keys, times, measures, assign_combiners(keys, "hash", n, seed=1), raw_topic=raw)
-    rates: dict[str, list[float]] = {"python": [], "kafka": []}
-    spark = None
-    for r in range(rounds):
-        for source in ("python", "kafka") if r % 2 == 0 else ("kafka", "python"):
-            run_dir = workdir / f"{source}-{r}"
-            settings = SkewrouteSettings.load(
-                kafka=kafka,
-                routes=[{"raw_topic": raw, "combiners": n}],
-                spark={"source": source, "kafka_package": package, "max_records_per_trigger": batch,
-                       "window": "10 seconds", "watermark": "30 seconds", "results_topic": f"{raw}.{source}-{r}",
-                       "checkpoint_dir": str(run_dir / "ck"), "progress_log": str(run_dir / "progress.jsonl"),
-                       "shuffle_partitions": 2,
-                       "conf": {"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false"}},
-            )  # fmt: skip
-            if spark is None:  # source=kafka settings: the session gets spark.jars.packages (serves both sources)
-                first = settings.model_copy(update={"spark": settings.spark.model_copy(update={"source": "kafka"})})
-                spark = build_session(first.spark, "skewroute-source-bench")
-                spark.sparkContext.setLogLevel("ERROR")
-            handle = start_job(spark, settings, available_now=True)
-            handle.query.awaitTermination()
-            time.sleep(1.0)
-            handle.stop()
-            if handle.query.exception() is not None:
-                raise SystemExit(f"{source} round {r}: {handle.query.exception()}")
-            res = BenchResult(source, tuples, batches=handle.stats)
-            got = sum(b.input_rows for b in res.batches)
-            if got != tuples:
-                raise SystemExit(f"{source} round {r}: read {got} records, expected {tuples}")
-            rate = res.steady_rate or 0.0
-            rates[source].append(rate)
-            print(f"round {r + 1} {source:6s} {rate:,.0f} rec/s ({len(res.steady)} steady batches)", file=sys.stderr)
-    if spark is not None:
+    topic = SkewrouteSettings.load(kafka=kafka, routes=[{"raw_topic": raw, "combiners": n}]).routes[0]
+    ensure_topics(make_admin(kafka), [TopicSpec(topic.combiner_topic_name, n, exact=True)])
+    produce_routed(kafka, topic.combiner_topic_name, keys, times, measures, assign_combiners(keys, "hash", n, seed=1),
+                   raw_topic=raw)  # fmt: skip
+    rates: dict[tuple[str, str], list[float]] = {(m, s): [] for m in modes for s in SOURCES}
+    # source=kafka settings: the session gets spark.jars.packages at launch (it serves both sources)
+    spark = build_session(_settings(kafka, raw, n, "kafka", batch, package, workdir, "x").spark, "skewroute-sources")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        for r in range(rounds):
+            order = [(m, s) for m in modes for s in SOURCES]
+            for mode, source in order if r % 2 == 0 else order[::-1]:
+                run_dir = workdir / f"{mode}-{source}-{r}"
+                settings = _settings(kafka, raw, n, source, batch, package, run_dir, f"{raw}.{mode}-{source}-{r}")
+                handle = _start(spark, settings, mode)
+                handle.query.awaitTermination()
+                time.sleep(1.0)  # the listener's last progress event
+                handle.stop()
+                if handle.query.exception() is not None:
+                    raise SystemExit(f"{mode}/{source} round {r}: {handle.query.exception()}")
+                res = BenchResult(source, records, batches=handle.stats)
+                got = sum(b.input_rows for b in res.batches)
+                if got != records:
+                    raise SystemExit(f"{mode}/{source} round {r}: read {got} records, expected {records}")
+                rate = res.steady_rate or 0.0
+                rates[(mode, source)].append(rate)
+                print(f"round {r + 1} {mode:6s} {source:6s} {rate:,.0f} rec/s ({len(res.steady)} steady batches)",
+                      file=sys.stderr)  # fmt: skip
+    finally:
         spark.stop()
     return rates
 
 
+def render_markdown(rates: dict[tuple[str, str], list[float]], header: str) -> str:
+    """Per (mode, source): the rate of every round and the median; per mode: the JVM/Python ratio."""
+    med = {k: statistics.median(v) for k, v in rates.items() if v}
+    lines = [
+        "# Spark source: JVM (spark-sql-kafka) vs Python",
+        "",
+        header,
+        "",
+        "| mode | source | records/s per round | median |",
+        "| --- | --- | --- | ---: |",
+        *(
+            f"| {m} | {s} | {', '.join(f'{x:,.0f}' for x in v)} | {med[(m, s)]:,.0f} |"
+            for (m, s), v in rates.items()
+            if v
+        ),  # fmt: skip
+        "",
+        "| mode | JVM / Python median | goal |",
+        "| --- | ---: | --- |",
+    ]
+    for m in dict.fromkeys(m for m, _ in rates):
+        py, jvm = med.get((m, "python")), med.get((m, "kafka"))
+        ratio = f"{jvm / py:.2f}" if py and jvm else "n/a"
+        lines.append(f"| {m} | {ratio} | >= 2 |")
+    lines += [
+        "",
+        "`job`: the whole job (source, decode, window aggregation, Kafka sink). `source`: read + decode into the "
+        "job's columns, `noop` sink. `read`: Spark's Kafka columns, no decoding, `noop` sink. The ratios are "
+        "measured, not judged here: compare them with the goal.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: start Apache Kafka (unless --bootstrap), run, print and write the report."""
+    from spark_consumers.job import DEFAULT_KAFKA_PACKAGE
+
     p = argparse.ArgumentParser(prog="spark-source-bench", description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--tuples", type=int, default=400_000)
-    p.add_argument("--batch", type=int, default=100_000, help="records per micro-batch")
-    p.add_argument("-n", "--combiners", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--package", default=DEFAULT_PACKAGE, help="spark-sql-kafka Maven coordinate")
+    p.add_argument("--records", type=int, default=400_000, help="routed records on the topic")
+    p.add_argument("--batch", type=int, default=100_000, help="records per micro-batch (both sources)")
+    p.add_argument("-n", "--combiners", type=int, default=8, help="partitions of the combiner topic")
+    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds (order alternates)")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of job, source, read")
+    p.add_argument("--package", default=DEFAULT_KAFKA_PACKAGE, help="spark-sql-kafka Maven coordinate")
     p.add_argument("--bootstrap", default=None, help="an existing broker (default: start Apache Kafka)")
-    p.add_argument("--report", type=Path, default=Path("reports/spark-sources.md"))
+    p.add_argument("--out", "-o", type=Path, default=Path("reports"), help="report folder (spark-sources.md)")
     a = p.parse_args(argv)
+    modes = tuple(m.strip() for m in a.modes.split(",") if m.strip())
+    if not modes or set(modes) - set(MODES):
+        p.error(f"--modes: choose from {', '.join(MODES)}, got {a.modes!r}")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     workdir = Path(tempfile.mkdtemp(prefix="source-bench-"))
     cluster = None
     if a.bootstrap is None:
         from connectors.apache_kafka import ApacheKafkaCluster
 
         cluster = ApacheKafkaCluster(port=free_port(), state_dir=workdir / "kafka", heap="1g").start()
-    started, load0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg()[0]
+    started, load0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg()
     try:
         kafka = KafkaSettings(bootstrap_servers=a.bootstrap or cluster.bootstrap)  # type: ignore[union-attr]
-        rates = run(kafka, tuples=a.tuples, batch=a.batch, n=a.combiners, rounds=a.rounds, package=a.package,
-                    workdir=workdir)  # fmt: skip
+        rates = run(kafka, records=a.records, batch=a.batch, n=a.combiners, rounds=a.rounds, package=a.package,
+                    workdir=workdir, modes=modes)  # fmt: skip
     finally:
         if cluster is not None:
             cluster.stop()
-    load1 = os.getloadavg()[0]
-    med = {s: statistics.median(v) for s, v in rates.items()}
-    ratio = med["kafka"] / med["python"] if med["python"] else float("nan")
-    lines = [
-        "# Spark source: JVM (spark-sql-kafka) vs Python",
-        "",
-        f"`python -m spark_consumers.lab.bench_sources --tuples {a.tuples} --batch {a.batch} -n {a.combiners} "
-        f"--rounds {a.rounds}` on {started}; broker {'Apache Kafka (one KRaft node)' if cluster else a.bootstrap}; "
-        f"connector {a.package}; 1-min load average {load0:.2f} at the start, {load1:.2f} at the end (2 cores: "
-        "anything above ~2 means other processes competed).",
-        "",
-        "| source | records/s per round | median |",
-        "| --- | --- | --- |",
-        *(f"| {s} | {', '.join(f'{x:,.0f}' for x in v)} | {med[s]:,.0f} |" for s, v in rates.items()),
-        "",
-        f"JVM / Python median ratio: **{ratio:.2f}** (goal >= 2).",
-    ]
-    print("\n".join(lines))
-    a.report.parent.mkdir(parents=True, exist_ok=True)
-    a.report.write_text("\n".join(lines) + "\n")
-    print(f"wrote {a.report}")
+    load1 = os.getloadavg()
+    header = (
+        f"`python -m spark_consumers.lab.bench_sources --records {a.records} --batch {a.batch} -n {a.combiners} "
+        f"--rounds {a.rounds} --modes {','.join(modes)}` on {started}; broker "
+        f"{'Apache Kafka (one KRaft node)' if cluster else a.bootstrap}; connector {a.package}; Spark local[2]; "
+        f"load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in load0)} at the start, "
+        f"{'/'.join(f'{x:.2f}' for x in load1)} at the end ({os.cpu_count()} cores: a 1-min figure above the core "
+        "count means other processes competed)."
+    )
+    md = render_markdown(rates, header)
+    print(md)
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "spark-sources.md").write_text(md)
+    print(f"wrote {a.out / 'spark-sources.md'}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,20 @@ def test_report_rates_ratios_and_na() -> None:
     missing = BenchResult("prompt", 0, error="UnknownPartitionerError: prompt")
     assert hash_.steady_rate == 100.0 and hash_.overall_rate == 50.0
     md = render_markdown([hash_, dalton, missing], {"records": 300})
-    assert "| hash | 100 | 50 | 3.00, 2.50, 2.60 | 2.60 |" in md
+    assert "| hash | python | 300 | 100 | 50 | 3.00, 2.50, 2.60 | 2.60 |" in md
     assert "| 11, 11 | 0.73x |" in md  # 22 partials vs hash's 30
-    assert "| prompt | n/a |" in md
+    assert "| prompt | python | n/a |" in md
+
+
+def test_report_jvm_rows_compare_with_their_own_source_and_flag_short_reads() -> None:
+    py = BenchResult("hash", 200, batches=[_batch(0, 100, 1000, 1.0, 10), _batch(1, 100, 1000, 1.0, 10)])
+    jvm = BenchResult("hash", 200, source="kafka", batches=[_batch(0, 100, 1000, 1.0, 20), _batch(1, 50, 500, 1.0, 20)])
+    jvm.error = "read 150 of 200 records"
+    dalton_jvm = BenchResult("dalton", 200, source="kafka", batches=[_batch(0, 100, 1000, 1.0, 10)] * 2)
+    md = render_markdown([py, jvm, dalton_jvm], {"records": 200})
+    assert "| hash | kafka | 150 of 200 (**ERROR**) |" in md
+    assert "- hash/kafka: read 150 of 200 records" in md
+    # partials relative to the same source's hash row (which erred here: n/a, not python's 20)
+    assert md.splitlines()[[i for i, x in enumerate(md.splitlines()) if x.startswith("| dalton | kafka")][0]].endswith(
+        "| n/a |"
+    )

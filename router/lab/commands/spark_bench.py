@@ -25,15 +25,36 @@ def spark_bench(
     warmup: int = typer.Option(250_000, "--warmup", min=0, help="records of an unreported warm-up pass (0: none)"),
     bootstrap: str | None = typer.Option(None, "--bootstrap", help="an existing broker (default: start one)"),
     out: Path = typer.Option(Path("reports"), "--out", "-o", help="report folder (writes `spark-bench.md`)"),
+    sources: str = typer.Option(
+        "python",
+        "--sources",
+        help="Spark sources, one row each on the same topic: python (skewroute's) and/or kafka (Spark's JVM "
+        "connector from spark.jars.packages; needs --broker kafka to read every record)",
+    ),
+    broker: str = typer.Option(
+        "tansu",
+        "--broker",
+        help="broker started when --bootstrap is not given: tansu (embedded) or kafka (Apache Kafka)",
+    ),
+    kafka_package: str | None = typer.Option(
+        None, "--kafka-package", help="spark-sql-kafka Maven coordinate for the kafka source (default: the job's)"
+    ),
 ) -> None:
     """Benchmark the Spark job per partitioner on pre-routed topics (records/s, straggler ratio, partials)."""
-    from spark_consumers.lab.bench import main
+    from spark_consumers.lab.bench import main, parse_sources
 
     if sink not in ("kafka", "noop"):
         raise typer.BadParameter("kafka or noop", param_hint="--sink")
+    if broker not in ("tansu", "kafka"):
+        raise typer.BadParameter(f"tansu or kafka, got {broker!r}", param_hint="--broker")
+    try:
+        parse_sources(sources)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--sources") from None
     main(
         partitioners, records=records, batch=batch, combiners=combiners, keys=keys, zipf=zipf, sink=sink,
-        reducers=reducers, warmup=warmup, bootstrap=bootstrap, out=out,
+        reducers=reducers, warmup=warmup, bootstrap=bootstrap, out=out, sources=sources, broker=broker,
+        package=kafka_package,
     )  # fmt: skip
 
 

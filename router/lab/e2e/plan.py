@@ -13,6 +13,14 @@ per key, Kafka results sink, one shared ``local[2]`` session):
 - ``hash``, ``dalton``, ``pkg``, ``cam``, ``fish``, ``prompt``: router workers route the raw topic into an
   ``n``-partition combiner topic with that partitioner, and the job reads the combiner topic.
 
+Every configuration also exists with the suffix ``-jvm`` (``direct-jvm``, ``dalton-jvm``, ...): the same run with
+Spark's built-in Kafka source (``spark.source: kafka``, ``format("kafka")``, the spark-sql-kafka connector from
+``spark.jars.packages``) instead of skewroute's Python source, so both sources can be compared on the same
+workload in the same run. They are not in the default list (each adds a full run); the shared session gets the
+connector package only when one of them is asked for. The JVM source decodes the JSON values with Spark's
+``from_json``. It stops at the broker's high watermark, so its runs need a broker with exact end offsets
+(Apache Kafka: ``--broker kafka``); Tansu's is one producer batch short.
+
 The raw records are ``{"k": key, "t": event ms, "x": measure}`` -- the field names of the routed wire
 format -- so the direct job decodes them with the same Arrow JSON decoder (``decode=routed``) as the routed
 job: the comparison does not charge the direct job for a slower parser.
@@ -28,10 +36,24 @@ import yaml
 
 from schemas.settings import SkewrouteSettings
 
-__all__ = ["DIRECT", "ROUTED", "E2EOptions", "RunSpec", "config_doc"]
+__all__ = ["DIRECT", "JVM", "JVM_SUFFIX", "ROUTED", "E2EOptions", "RunSpec", "base_config", "config_doc",
+           "session_config"]  # fmt: skip
 
 DIRECT = ("direct", "direct-split", "direct-repartition")
 ROUTED = ("hash", "dalton", "pkg", "cam", "fish", "prompt")
+JVM_SUFFIX = "-jvm"
+#: Every configuration read with Spark's JVM Kafka source instead of the Python source (not run by default).
+JVM = tuple(c + JVM_SUFFIX for c in DIRECT + ROUTED)
+
+
+def base_config(config: str) -> str:
+    """The configuration without its source suffix (``dalton-jvm`` -> ``dalton``)."""
+    return config.removesuffix(JVM_SUFFIX)
+
+
+def session_config(configs: tuple[str, ...]) -> str:
+    """The configuration the shared session is built from: a JVM one when any run needs the connector package."""
+    return "direct" + JVM_SUFFIX if any(c.endswith(JVM_SUFFIX) for c in configs) else "direct"
 
 
 @dataclass(frozen=True)
@@ -55,6 +77,7 @@ class E2EOptions:
     split_factor: int = 4  # direct-split: minPartitions = split_factor * raw partitions
     seed: int = 1
     bootstrap: str | None = None
+    kafka_package: str | None = None  # spark-sql-kafka for the -jvm configurations (default: the job's)
     out: Path = Path("reports/e2e")
     warmup: int = 50_000
     timeout_s: float = 600.0
@@ -81,7 +104,12 @@ class RunSpec:
     @property
     def routed(self) -> bool:
         """Whether router workers feed the job."""
-        return self.config not in DIRECT
+        return base_config(self.config) not in DIRECT
+
+    @property
+    def jvm(self) -> bool:
+        """Whether the job reads with Spark's JVM Kafka source (``spark.source: kafka``)."""
+        return self.config.endswith(JVM_SUFFIX)
 
     @property
     def tag(self) -> str:
@@ -118,7 +146,7 @@ class RunSpec:
 def config_doc(spec: RunSpec) -> dict[str, Any]:
     """The settings document of ``spec`` (route, router and Spark job)."""
     o = spec.opts
-    part = spec.config if spec.routed else "hash"
+    part = base_config(spec.config) if spec.routed else "hash"
     return {
         "kafka": {"bootstrap_servers": spec.bootstrap},
         "routes": [
@@ -144,6 +172,8 @@ def config_doc(spec: RunSpec) -> dict[str, Any]:
         },
         "spark": {
             "master": "local[2]",
+            "source": "kafka" if spec.jvm else "python",
+            "kafka_package": o.kafka_package,
             "trigger_interval": f"{o.trigger_s:g} seconds",
             "max_records_per_trigger": o.batch,
             "window": f"{o.window_s} seconds",

@@ -3,6 +3,8 @@
 The query is the job's own (:mod:`spark_consumers.job`): the same source, decoding, watermark, aggregation,
 Kafka results sink and per-batch listener; only the configuration's reshaping of the input differs
 (``direct-split``: more input partitions than Kafka partitions; ``direct-repartition``: ``repartition(n)``).
+A ``-jvm`` configuration reads with Spark's built-in ``format("kafka")`` (``spark.source: kafka``) and decodes
+the values with ``from_json``; the others with skewroute's source, decoding with Arrow (``decode=routed``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from connectors.spark_source import SHORT_NAME, kafka_options, register_source
 from router.lab.e2e.measures import list_schedule
+from router.lab.e2e.plan import base_config
 from schemas.settings import SkewrouteSettings, join_uri
 from spark_consumers.aggregations import final_aggregates, parse_routed, with_event_watermark
-from spark_consumers.job import JobHandle, agg_spec, query_name, start_with_metrics
+from spark_consumers.job import JobHandle, agg_spec, java_kafka_options, query_name, start_with_metrics
 from spark_consumers.observability import BatchStats
 from spark_consumers.sinks import attach_sink
 
@@ -29,9 +32,13 @@ CORES = (2, 8, 32)
 
 def _read(spark: SparkSession, settings: SkewrouteSettings, split: int | None) -> DataFrame:
     route, cfg = settings.routes[0], settings.spark
-    register_source(spark)
-    reader = spark.readStream.format(SHORT_NAME).options(**kafka_options(settings.kafka))
-    reader = reader.option("maxRecordsPerTrigger", str(cfg.max_records_per_trigger)).option("decode", "routed")
+    if cfg.source == "kafka":  # Spark's JVM connector (its package is on the session's class path)
+        reader = spark.readStream.format("kafka").options(**java_kafka_options(settings.kafka))
+        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_records_per_trigger))
+    else:
+        register_source(spark)
+        reader = spark.readStream.format(SHORT_NAME).options(**kafka_options(settings.kafka))
+        reader = reader.option("maxRecordsPerTrigger", str(cfg.max_records_per_trigger)).option("decode", "routed")
     if split is not None:
         reader = reader.option("minPartitions", str(split))
     reader = reader.option("kafka.isolation.level", cfg.isolation_level)
@@ -46,6 +53,7 @@ def start_query(
     from connectors.kafka import make_admin
 
     route, cfg = settings.routes[0], settings.spark
+    config = base_config(config)  # the source comes from the settings (spark.source)
     raw = _read(spark, settings, split if config == "direct-split" else None)
     if config == "direct-repartition":
         raw = raw.repartition(route.combiners)  # round robin: balanced tasks, one more shuffle of every record

@@ -34,7 +34,7 @@ from router.lab.demo.processes import Processes
 from router.lab.demo.source import T0_MS, DemoInput, build_input
 from router.lab.e2e.feed import KeyedProducer, Routers
 from router.lab.e2e.measures import percentiles, record_latencies, tree_cpu_seconds
-from router.lab.e2e.plan import E2EOptions, RunSpec
+from router.lab.e2e.plan import E2EOptions, RunSpec, session_config
 from router.lab.e2e.query import batch_summary, shuffle_written, start_query
 from schemas.exceptions import SkewrouteError
 
@@ -221,14 +221,19 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
 
 
 def _warm_up(spark: Any, opts: E2EOptions, prefix: str, folder: Path, bootstrap: str, procs: Processes) -> None:
-    """An unreported direct pass so the first measured configuration does not pay for JIT and worker start-up."""
+    """Unreported direct passes, one per source used.
+
+    So the first measured configuration does not pay for JIT and worker start-up.
+    """
     if opts.warmup <= 0:
         return
-    spec = RunSpec("direct", min(opts.combiners), "backlog", f"{prefix}-warm", folder / "warm-up", bootstrap, opts)
-    try:
-        run_one(spark, spec, build_input(opts.workload, opts.warmup, 0, opts.seed + 99), procs, 0.0)
-    except SkewrouteError as exc:  # the first measured configuration pays for the warm-up then
-        log.warning("warm-up failed: %s", exc)
+    for config in dict.fromkeys(("direct", session_config(opts.configs))):
+        spec = RunSpec(config, min(opts.combiners), "backlog", f"{prefix}-warm", folder / "warm-up" / config,
+                       bootstrap, opts)  # fmt: skip
+        try:
+            run_one(spark, spec, build_input(opts.workload, opts.warmup, 0, opts.seed + 99), procs, 0.0)
+        except SkewrouteError as exc:  # the first measured configuration pays for the warm-up then
+            log.warning("warm-up failed: %s", exc)
 
 
 def _measured(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: float) -> dict[str, Any]:
@@ -246,7 +251,8 @@ def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, A
 
     prefix = f"e2e-{datetime.now(UTC):%H%M%S}-{os.getpid()}"
     backlog = build_input(opts.workload, opts.records, 0, opts.seed)
-    first = RunSpec("direct", opts.combiners[0], "backlog", prefix, opts.out / "session", bootstrap, opts)
+    first = RunSpec(session_config(opts.configs), opts.combiners[0], "backlog", prefix, opts.out / "session",
+                    bootstrap, opts)  # fmt: skip
     spark = build_session(first.settings().spark, "skewroute-e2e-bench")
     spark.sparkContext.setLogLevel("ERROR")
     runs: list[dict[str, Any]] = []
