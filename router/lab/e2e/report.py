@@ -49,6 +49,12 @@ def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
             v = _ratio(rd["latency"]["p99"], rdir["latency"]["p99"])
             out.append({"goal": f"n={n}: Dalton p99 latency / direct p99 at {rd['latency']['rate']:,.0f} rec/s",
                         "value": v, "target": "<= 0.5", "met": None if v is None else v <= 0.5})  # fmt: skip
+        for config, jvm in back.items():  # the same configuration read by both sources, side by side
+            py = back.get(config.removesuffix("-jvm")) if config.endswith("-jvm") else None
+            if py is not None:
+                v = _ratio(jvm["spark"]["steady_rate"], py["spark"]["steady_rate"])
+                out.append({"goal": f"n={n}: {config} drain / {py['config']} drain (JVM source vs Python source)",
+                            "value": v, "target": ">= 2", "met": None if v is None else v >= 2})  # fmt: skip
         if d and direct:
             saved = direct["spark_cpu_us_per_record"] - d["spark_cpu_us_per_record"]
             cost = d["router_cpu_s_per_million"]  # CPU seconds per million records = microseconds per record
