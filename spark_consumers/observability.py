@@ -4,7 +4,10 @@ A :class:`StreamingQueryListener` reacts to each ``QueryProgressEvent``; it find
 micro-batch through the status tracker (a streaming query runs its jobs in a job group named by its run id),
 takes the *combiner stage* -- the stage that reads the source and writes the shuffle, i.e. the scan tasks
 with Spark's partial aggregation -- and reads every task of it from the status store through py4j (works with
-the UI disabled). Task ``i`` of that stage is combiner ``i`` (the source plans partitions in order).
+the UI disabled). Task ``i`` of that stage is combiner ``i`` with skewroute's source (it plans partitions in
+order). Spark's JVM Kafka source (``spark.source: kafka``) plans its tasks in an order of its own (seen in
+``spark-bench``: the same per-task record counts as the Python source's, permuted), so with it the per-task lists
+are one entry per combiner but not indexed by combiner; max/median ratios and sums do not depend on the order.
 
 Per batch it records: ``combiner_task_ms`` (executor run time per combiner), ``combiner_records`` (records read
 per combiner), ``shuffled_partials`` (shuffle records written by the combiner stage = partial aggregates sent

@@ -245,7 +245,8 @@ def render_markdown(results: list[BenchResult], params: dict[str, object]) -> st
     errors = [r for r in results if r.error]
     if errors:
         lines += ["", "Errors:", ""] + [f"- {r.partitioner}/{r.source}: {r.error}" for r in errors]
-    lines += ["", "Per batch (records, batch ms, combiner task ms by combiner):", ""]
+    lines += ["", "Per batch (records, batch ms, combiner task ms by combiner; for source `kafka` in Spark's task "
+              "order, which is not the combiner order):", ""]  # fmt: skip
     for r in results:
         for b in r.batches:
             if b.input_rows:
