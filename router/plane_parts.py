@@ -13,7 +13,7 @@ import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
 from connectors.kafka_offsets import make_probe_consumer
-from router.extract import BadRecord, Extracted
+from router.extract import BadRecord, Extracted, SourceRecord
 from router.partitioners import Partitioner, create
 from schemas.exceptions import ConfigError, RecordError
 from schemas.records import DeadLetter
@@ -28,7 +28,6 @@ __all__ = [
     "PER_RECORD_ERRORS",
     "DeliveryError",
     "PendingBatch",
-    "SourceRecord",
     "check_sizes",
     "dead_letter",
     "dead_letter_bytes",
@@ -112,36 +111,6 @@ def check_sizes(kafka: KafkaSettings, router: RouterSettings, route: RouteSettin
     if problems:
         raise ConfigError(problems)
     return limit
-
-
-@dataclass(frozen=True, slots=True)
-class SourceRecord:
-    """A raw record rebuilt from its parts (a :class:`~router.extract.RawMessage` for :func:`dead_letter`)."""
-
-    topic_: str
-    partition_: int
-    offset_: int
-    key_: bytes | None
-    value_: bytes | None
-    timestamp_: int | None = None
-
-    def value(self) -> bytes | None:  # noqa: D102
-        return self.value_
-
-    def key(self) -> bytes | None:  # noqa: D102
-        return self.key_
-
-    def timestamp(self) -> tuple[int, int]:  # noqa: D102
-        return (0, -1) if self.timestamp_ is None else (1, self.timestamp_)
-
-    def partition(self) -> int | None:  # noqa: D102
-        return self.partition_
-
-    def offset(self) -> int | None:  # noqa: D102
-        return self.offset_
-
-    def topic(self) -> str | None:  # noqa: D102
-        return self.topic_
 
 
 def refused_source(raw_topic: str, topic: str, key: bytes | None, value: bytes | None, err: Any) -> BadRecord:

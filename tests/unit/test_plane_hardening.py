@@ -5,45 +5,22 @@ from __future__ import annotations
 
 import base64
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-from router.extract import Extractor
+from router.extract import Extractor, SourceRecord
 from router.observability import RouterMetrics, WindowTracker
 from router.partitioners import keys as keys_mod
 from router.partitioners.keys import KeyCodec
-from router.plane_parts import SourceRecord, check_sizes, dead_letter, dead_letter_bytes, refused_source
+from router.plane_parts import check_sizes, dead_letter, dead_letter_bytes, refused_source
 from schemas.exceptions import ConfigError, RecordError
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 
-@dataclass
-class Msg:
-    v: bytes | None
-    k: bytes | None = b"k"
-    ts: int = 1_700_000_000_000
-    p: int = 0
-    o: int = 0
-
-    def value(self) -> bytes | None:
-        return self.v
-
-    def key(self) -> bytes | None:
-        return self.k
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self.ts)
-
-    def partition(self) -> int | None:
-        return self.p
-
-    def offset(self) -> int | None:
-        return self.o
-
-    def topic(self) -> str | None:
-        return "raw"
+def Msg(v: bytes | None, k: bytes | None = b"k", ts: int = 1_700_000_000_000, p: int = 0, o: int = 0) -> SourceRecord:  # noqa: N802
+    """A raw record from topic ``raw`` (keyword names as the tests use them)."""
+    return SourceRecord("raw", p, o, k, v, ts)
 
 
 def _route(**kw: object) -> RouteSettings:
@@ -181,6 +158,6 @@ def test_a_far_future_record_never_moves_the_window_clock_past_the_tolerance(pol
     assert plane._clock <= time.time() * 1000 + 3_600_000
     if policy == "clamp":
         assert ext.offsets == [0, 1] and combiners.size == 2 and plane._clock >= now + 3_500_000
-        assert ext.times[1] == msgs[1].ts  # the routed record keeps its own time
+        assert ext.times[1] == msgs[1].timestamp()[1]  # the routed record keeps its own time
     else:
         assert ext.offsets == [0] and plane._clock == now - 5 and ext.bad[0].error.field == "timestamp"
