@@ -1,6 +1,7 @@
 """Memory soak of the data plane's CPU path: does the RSS plateau with many distinct keys and a far-future record.
 
-``python -m router.lab.memory_soak --tuples 50000000 --keys 10000000`` runs, for every partitioner, one child
+``skewroute memory-soak --records 50000000 --keys 10000000`` (or ``python -m router.lab.memory_soak`` with
+``--tuples``) runs, for every partitioner, one child
 process that feeds batches of raw records through :meth:`router.dataplane.RouteDataPlane.route_batch` — the
 data plane's own extraction (with the event-time bound), window clock, partitioner and window metrics — with no
 Kafka. Keys: half uniform over ``--keys`` distinct keys, half Zipf-hot; Kafka timestamps advance at ``--rate``
