@@ -1,9 +1,8 @@
-"""Building blocks of the data plane: client tuning, the partitioner factory, statistics, dead letters, probes."""
+"""Building blocks of the data plane: client tuning, the partitioner factory, statistics, dead letters."""
 
 from __future__ import annotations
 
 import base64
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +11,6 @@ import numpy.typing as npt
 import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
-from connectors.kafka_offsets import make_probe_consumer
 from router.extract import BadRecord, Extracted, SourceRecord
 from router.partitioners import Partitioner, create
 from schemas.exceptions import ConfigError, RecordError
@@ -35,7 +33,6 @@ __all__ = [
     "refused_source",
     "make_partitioner",
     "next_offsets",
-    "records_readable",
     "window_clock",
 ]
 
@@ -229,27 +226,6 @@ def next_offsets(raw_topic: str, ext: Extracted) -> list[TopicPartition]:
         if p is not None and o is not None and o > last.get(p, -1):
             last[p] = o
     return [TopicPartition(raw_topic, p, o + 1) for p, o in last.items()]
-
-
-def records_readable(kafka: KafkaSettings, topic: str, want: dict[int, int], timeout: float = 10.0) -> bool:
-    """Whether the record at offset ``want[p]`` of every partition ``p`` of ``topic`` can still be read."""
-    probe = make_probe_consumer(kafka.librdkafka("consumer"))  # assign only, EOF events on
-    try:
-        probe.assign([TopicPartition(topic, p, o) for p, o in want.items()])
-        found: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(found) < len(want) and time.monotonic() < deadline:
-            msg = probe.poll(0.5)
-            if msg is None:
-                continue
-            err, part = msg.error(), msg.partition()
-            if err is None and part is not None and msg.offset() == want.get(part):
-                found.add(part)
-            elif err is not None and err.code() != KafkaError._PARTITION_EOF:
-                return False
-        return len(found) == len(want)
-    finally:
-        probe.close()
 
 
 def window_clock(times: npt.NDArray[np.int64], last: int) -> npt.NDArray[np.int64]:
