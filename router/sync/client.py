@@ -307,7 +307,9 @@ class SyncClient:
             return None  # a round seen already (a new reducer that restarted the numbering is followed)
         self.last_round, self.last_reducer, self.last_sent = msg.round, msg.reducer, msg.sent_ms
         self.dsync = float(msg.dsync_ms)
-        self.grid_offset = now - msg.sent_ms  # the reducer's clock as seen here (its skew + the delivery time)
+        # the reducer's clock as seen here (its skew + the delivery time); only its phase matters, and the
+        # modulo keeps the arithmetic exact whatever sent_ms a writer put in (the next SYNC is in (now, now + DSYNC])
+        self.grid_offset = (now - float(msg.sent_ms)) % self.dsync
         self.next_due = self._grid_after(now)
         if self.awaited_since is not None and self.instance in msg.seqs:
             self.last_latency = now - self.awaited_since

@@ -122,6 +122,8 @@ def test_client_prepare_await_and_rounds() -> None:
     assert c.accept_global(g, 140) is None  # same round again
     assert c.accept_global(g.model_copy(update={"round": 4, "sent_ms": 10}), 140) is None  # sent before start-up
     assert c.accept_global(g.model_copy(update={"round": 4, "route": "x"}), 140) is None
+    c.accept_global(g.model_copy(update={"round": 9, "sent_ms": 10**18}), 150)  # any sender time: the next SYNC
+    assert 150 < c.next_due <= 350 and not c.due(151)  # is within one DSYNC, never due at once
 
 
 def test_key_forwarding_only_with_a_sync_per_slide() -> None:
