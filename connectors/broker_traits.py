@@ -103,5 +103,5 @@ def resolve_static_membership(setting: bool | str, instance_id: str | None, kafk
         return False, "auto: no explicit router.instance_id"
     traits = detect_broker(kafka)
     if traits.expires_static_members:
-        return True, f"auto: the broker is {traits.kind} Kafka (it expires dead static members)"
+        return True, "auto: the broker is Apache Kafka (it expires dead static members)"
     return False, f"auto: the broker is {traits.kind} (it may never expire a dead static member)"
