@@ -88,7 +88,9 @@ def resolve_isolation_level(setting: str, kafka: KafkaSettings) -> str:
     return "read_committed" if detect_broker(kafka).aborts_fenced_transactions else "read_uncommitted"
 
 
-def resolve_static_membership(setting: bool | str, instance_id: str | None, kafka: KafkaSettings) -> tuple[bool, str]:
+def resolve_static_membership(
+    setting: bool | str, instance_id: str | None, kafka: KafkaSettings, timeout: float = 10.0
+) -> tuple[bool, str]:
     """Whether a router joins its groups as a static member, and why (for the log).
 
     ``true``/``false`` are honoured as given; ``auto`` is on only with an explicit instance id (the default
@@ -101,7 +103,10 @@ def resolve_static_membership(setting: bool | str, instance_id: str | None, kafk
         raise ValueError(f"router.static_membership: expected true, false or auto, got {setting!r}")
     if not instance_id:
         return False, "auto: no explicit router.instance_id"
-    traits = detect_broker(kafka)
+    try:
+        traits = detect_broker(kafka, timeout)
+    except BrokerError as exc:  # the data plane will report the broker; membership stays dynamic (safe side)
+        return False, f"auto: the broker could not be detected ({exc})"
     if traits.expires_static_members:
         return True, "auto: the broker is Apache Kafka (it expires dead static members)"
     return False, f"auto: the broker is {traits.kind} (it may never expire a dead static member)"

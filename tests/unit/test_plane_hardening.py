@@ -142,6 +142,8 @@ def test_static_membership_is_tri_state() -> None:
     k = KafkaSettings(bootstrap_servers="127.0.0.1:1")  # never contacted: no decision needs the broker
     assert resolve_static_membership(True, "w", k) == (True, "router.static_membership is set")
     assert resolve_static_membership("auto", None, k) == (False, "auto: no explicit router.instance_id")
+    static, why = resolve_static_membership("auto", "w", KafkaSettings(bootstrap_servers="127.0.0.1:1"), 0.5)
+    assert static is False and why.startswith("auto: the broker could not be detected")  # the safe side
 
 
 def test_window_tracker_memory_follows_distinct_keys_in_an_open_window() -> None:
