@@ -177,7 +177,8 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
         if self.exactly_once:
             self.producer.init_transactions(30)
         consumer_conf = {**CONSUMER_TUNING, **self.kafka.consumer, "enable.auto.commit": False}
-        if self.router.static_membership and self.router.instance_id and "group.instance.id" not in consumer_conf:
+        static = self.router.static_membership is True  # "auto" is resolved per broker by the app (False here)
+        if static and self.router.instance_id and "group.instance.id" not in consumer_conf:
             consumer_conf["group.instance.id"] = self.router.instance_id  # a quick restart does not rebalance
         self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf)
         self.consumer.subscribe(

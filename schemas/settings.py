@@ -248,11 +248,12 @@ class RouterSettings(_Model):
         30.0, gt=0, description="on SIGTERM, longest wait for the last batch to be delivered and committed"
     )
     window_metrics: bool = Field(True, description="compute per-window combiner load and replication metrics")
-    static_membership: bool = Field(
-        False,
-        description="with an explicit instance_id, join the route's consumer groups as a static member "
-        "(group.instance.id = <instance_id>): a restart within the session timeout does not rebalance. For Apache "
-        "Kafka; off by default because on Tansu a killed static member's partitions were not reassigned within 30 s",
+    static_membership: bool | Literal["auto"] = Field(
+        "auto",
+        description="join the route's consumer groups as a static member (group.instance.id = <instance_id>) so a "
+        "restart within kafka.consumer session.timeout.ms does not rebalance; a killed or stopped static member's "
+        "partitions move only after that timeout. auto: on with an explicit instance_id on Apache Kafka, off on "
+        "Tansu (it never expires a killed static member) and on unknown brokers; true needs instance_id",
     )
     ready_stale_s: float = Field(
         30.0,
@@ -269,6 +270,11 @@ class RouterSettings(_Model):
 
     @model_validator(mode="after")
     def _stable_transactions(self) -> Self:
+        if self.static_membership is True and not self.instance_id:
+            raise ValueError(
+                "static_membership=true needs a stable router.instance_id (it is the group.instance.id; the default "
+                "host-pid changes on every restart)"
+            )
         if self.delivery == "exactly_once" and not self.instance_id:
             raise ValueError(
                 "delivery=exactly_once needs a stable router.instance_id (it names the transactional.id that fences "

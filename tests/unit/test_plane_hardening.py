@@ -106,6 +106,23 @@ def test_exactly_once_needs_a_stable_instance_id() -> None:
     assert RouterSettings(delivery="exactly_once", instance_id="w1").instance_id == "w1"
 
 
+def test_static_membership_is_tri_state() -> None:
+    """auto by default (resolved per broker at start); true needs the instance id it joins as; bad values named."""
+    from connectors.broker_traits import resolve_static_membership
+
+    assert RouterSettings().static_membership == "auto"
+    with pytest.raises(ValueError, match="static_membership=true needs a stable router.instance_id"):
+        RouterSettings(static_membership=True)
+    assert RouterSettings.model_validate({"static_membership": "false", "instance_id": "w"}).static_membership is False
+    with pytest.raises(ValueError, match="static_membership"):
+        RouterSettings.model_validate({"static_membership": "sometimes"})
+    k = KafkaSettings(bootstrap_servers="127.0.0.1:1")  # never contacted: no decision needs the broker
+    assert resolve_static_membership(True, "w", k) == (True, "router.static_membership is set")
+    assert resolve_static_membership("auto", None, k) == (False, "auto: no explicit router.instance_id")
+    static, why = resolve_static_membership("auto", "w", KafkaSettings(bootstrap_servers="127.0.0.1:1"), 0.5)
+    assert static is False and why.startswith("auto: the broker could not be detected")  # the safe side
+
+
 def test_window_tracker_memory_follows_distinct_keys_in_an_open_window() -> None:
     wt = WindowTracker(4, 1000)
     rng = np.random.default_rng(1)
