@@ -56,7 +56,10 @@ class E2EOptions:
     seed: int = 1
     bootstrap: str | None = None
     out: Path = Path("reports/e2e")
-    warmup: int = 50_000
+    warmup: int = 50_000  # records of each unreported warm-up pass (0: none)
+    warm_passes: int = 4  # warm-up passes at most: until two consecutive ones drain at rates within warm_tolerance
+    warm_tolerance: float = 0.15
+    recheck: bool = True  # measure direct's backlog again after the other configurations (drift control)
     timeout_s: float = 600.0
 
     @property
