@@ -7,6 +7,8 @@ Tansu (the embedded broker) differs from Apache Kafka in ways the code must know
 - it never aborts the open transaction of a producer that was fenced or died, so ``read_committed`` readers
   stall at it (readers use ``read_uncommitted`` plus deduplication on the source position); Apache Kafka aborts
   it when the successor calls ``init_transactions`` (or when the transaction times out);
+- it never expires a static group member (``group.instance.id``) that stopped heartbeating, so a killed
+  static member's partitions are never handed to the survivors; Apache Kafka does after ``session.timeout.ms``;
 - it has no retention, no compaction and no authentication.
 
 Detection: Tansu names its cluster ``tansu_cluster`` and answers a broker-config request with no entries;
@@ -25,7 +27,7 @@ from connectors.kafka import make_admin
 from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings
 
-__all__ = ["BrokerTraits", "detect_broker", "resolve_isolation_level"]
+__all__ = ["BrokerTraits", "detect_broker", "resolve_isolation_level", "resolve_static_membership"]
 
 BrokerKind = Literal["apache", "tansu", "unknown"]
 
@@ -46,6 +48,11 @@ class BrokerTraits:
     @property
     def exact_end_offsets(self) -> bool:
         """The high watermark is the true end of a partition (no probing needed)."""
+        return self.kafka_semantics
+
+    @property
+    def expires_static_members(self) -> bool:
+        """A dead static member (``group.instance.id``) loses its partitions after ``session.timeout.ms``."""
         return self.kafka_semantics
 
     @property
@@ -79,3 +86,27 @@ def resolve_isolation_level(setting: str, kafka: KafkaSettings) -> str:
     if setting != "auto":
         return setting
     return "read_committed" if detect_broker(kafka).aborts_fenced_transactions else "read_uncommitted"
+
+
+def resolve_static_membership(
+    setting: bool | str, instance_id: str | None, kafka: KafkaSettings, timeout: float = 10.0
+) -> tuple[bool, str]:
+    """Whether a router joins its groups as a static member, and why (for the log).
+
+    ``true``/``false`` are honoured as given; ``auto`` is on only with an explicit instance id (the default
+    host-pid changes on every restart, so it would only leave stale members behind) on a broker that expires a
+    static member that stopped heartbeating (Apache Kafka); off on Tansu and on brokers that are neither.
+    """
+    if setting is True or setting is False:
+        return setting, "router.static_membership is set"
+    if setting != "auto":
+        raise ValueError(f"router.static_membership: expected true, false or auto, got {setting!r}")
+    if not instance_id:
+        return False, "auto: no explicit router.instance_id"
+    try:
+        traits = detect_broker(kafka, timeout)
+    except BrokerError as exc:  # the data plane will report the broker; membership stays dynamic (safe side)
+        return False, f"auto: the broker could not be detected ({exc})"
+    if traits.expires_static_members:
+        return True, "auto: the broker is Apache Kafka (it expires dead static members)"
+    return False, f"auto: the broker is {traits.kind} (it may never expire a dead static member)"

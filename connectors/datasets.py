@@ -118,33 +118,6 @@ def _words(p: dict[str, Any]) -> Workload:
     return Workload(name, make, tuples, description=desc, params={"cut": cut})
 
 
-class _FileRecord:
-    """A line of a sample file in the shape the router's extractor reads (value bytes, no Kafka key)."""
-
-    __slots__ = ("_offset", "_value")
-
-    def __init__(self, value: bytes, offset: int) -> None:
-        self._value, self._offset = value, offset
-
-    def value(self) -> bytes:
-        return self._value
-
-    def key(self) -> None:
-        return None
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, self._offset  # no time field: the record's position
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self._offset
-
-    def topic(self) -> str:
-        return "file"
-
-
 def _cell(text: str | None) -> Any:
     """A CSV cell as JSON would carry it: an int, a float, or the string."""
     if text is None:
@@ -174,7 +147,7 @@ def _file(p: dict[str, Any]) -> Workload:
     ``key=PATH`` is a route's ``key: {source: field, field: PATH}``; ``time=PATH`` and ``unit=ms|s|iso`` are
     ``time: {source: field, field: PATH, unit: ...}``; without ``time`` a record's time is its position.
     """
-    from router.extract import Extractor  # the router's own extraction (dotted paths, units, errors)
+    from router.extract import Extractor, SourceRecord  # the router's own extraction (dotted paths, units, errors)
     from schemas.settings import KeySpec, RouteSettings, TimeSpec
 
     path = Path(str(p.pop("path")))
@@ -197,11 +170,11 @@ def _file(p: dict[str, Any]) -> Workload:
     extractor = Extractor(route)
 
     def make() -> Iterator[Batch]:
-        msgs: list[_FileRecord] = []
+        msgs: list[SourceRecord] = []
         for count, line in enumerate(_lines(path, fmt)):
             if limit is not None and count >= int(limit):
                 break
-            msgs.append(_FileRecord(line, count))
+            msgs.append(SourceRecord("file", 0, count, None, line, count))  # no time field: its position
             if len(msgs) == batch:
                 yield _batch(extractor, msgs, path)
                 msgs = []
@@ -217,7 +190,7 @@ def _file(p: dict[str, Any]) -> Workload:
     )
 
 
-def _batch(extractor: Any, msgs: list[_FileRecord], path: Path) -> Batch:
+def _batch(extractor: Any, msgs: list[Any], path: Path) -> Batch:
     ex = extractor.extract(msgs)
     if ex.bad:
         bad = ex.bad[0]

@@ -19,6 +19,7 @@ Sync services find a route's runtime with ``app.skewroute.planes[route_name]`` (
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import ssl
@@ -30,12 +31,15 @@ import orjson
 from mode import Service
 
 from connectors.admin import ensure_route_topics
+from connectors.broker_traits import resolve_static_membership
 from router.dataplane import RouteDataPlane
 from router.observability import CONTENT_TYPE_LATEST, RouterMetrics, setup_logging
 from router.sync.service import attach_sync
 from schemas.settings import KafkaSettings, SkewrouteSettings
 
 __all__ = ["DataPlaneService", "RouterRuntime", "create_app"]
+
+log = logging.getLogger("router.app")
 
 
 @dataclass
@@ -86,9 +90,14 @@ class DataPlaneService(Service):
         """Create the route topics, then start every route's loop."""
         rt, s = self.runtime, self.runtime.settings
         loop = asyncio.get_running_loop()
+        static, why = await loop.run_in_executor(
+            None, resolve_static_membership, s.router.static_membership, s.router.instance_id, s.kafka
+        )
+        log.info("static group membership %s (%s)", f"on as {s.router.instance_id}" if static else "off", why)
+        router = s.router.model_copy(update={"static_membership": static})
         for route in s.routes:
             await loop.run_in_executor(None, ensure_route_topics, s.kafka, route)
-            plane = RouteDataPlane(s.kafka, s.router, route, rt.metrics, instance_id=rt.instance_id)
+            plane = RouteDataPlane(s.kafka, router, route, rt.metrics, instance_id=rt.instance_id)
             rt.planes[route.route_name] = plane.start()
         self.add_future(self._supervise())
 

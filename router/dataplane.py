@@ -27,12 +27,15 @@ with a bounded prefix when the whole record would not fit there. A lost partitio
 expired) drops the batch in flight without committing; commit results are checked per partition; waiting for
 acknowledgements has a deadline below ``max.poll.interval.ms``; with ``exactly_once`` retriable errors of
 ``send_offsets_to_transaction``/``commit_transaction`` are retried (only abortable ones abort the transaction).
+
+This module holds the loop (consume, extract, assign, then hand over); the output side (produce, dead-letter,
+deliver, commit) is :mod:`router.plane_output` and the rebalance callbacks are :mod:`router.plane_rebalance`,
+both mixins of :class:`RouteDataPlane`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import logging
 import queue
 import threading
@@ -41,10 +44,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from connectors.kafka import make_consumer, make_producer
-from connectors.retention import DataLossError, find_lost_ranges
 from router.extract import Extracted, Extractor, RawMessage
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
 from router.partitioners import Partitioner
@@ -59,10 +61,9 @@ from router.plane_parts import (
     check_sizes,
     make_partitioner,
     next_offsets,
-    records_readable,
     window_clock,
 )
-from schemas.exceptions import BrokerError
+from router.plane_rebalance import PlaneRebalance
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 __all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
@@ -70,7 +71,7 @@ __all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitione
 log = logging.getLogger("router.dataplane")
 
 
-class RouteDataPlane(PlaneOutput):
+class RouteDataPlane(PlaneRebalance, PlaneOutput):
     """The batch loop of one route on a dedicated thread (start/stop from any thread).
 
     ``partitioner`` is public for the sync service; ``sync`` is where such a service attaches itself. Pass a
@@ -176,7 +177,8 @@ class RouteDataPlane(PlaneOutput):
         if self.exactly_once:
             self.producer.init_transactions(30)
         consumer_conf = {**CONSUMER_TUNING, **self.kafka.consumer, "enable.auto.commit": False}
-        if self.router.static_membership and self.router.instance_id and "group.instance.id" not in consumer_conf:
+        static = self.router.static_membership is True  # "auto" is resolved per broker by the app (False here)
+        if static and self.router.instance_id and "group.instance.id" not in consumer_conf:
             consumer_conf["group.instance.id"] = self.router.instance_id  # a quick restart does not rebalance
         self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf)
         self.consumer.subscribe(
@@ -211,98 +213,6 @@ class RouteDataPlane(PlaneOutput):
                     fut.set_result(fn())
                 except Exception as exc:
                     fut.set_exception(exc)
-
-    def _on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        self._check_committed(consumer, parts)
-        self._check_retention(consumer, parts)
-        self.health.joined = True
-        self.assignment |= {p.partition for p in parts}
-        self.metrics.assigned.set(len(self.assignment))
-        self.metrics.rebalances.inc()
-        log.info("route %s: assigned %s", self.route.route_name, sorted(p.partition for p in parts))
-
-    def _check_committed(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        """Fail if the group's committed offset of a partition is below the one this worker committed.
-
-        That happens when the broker lost its state (an in-memory broker restarted: topics, records and group
-        offsets are gone, and the consumer would wait silently past the end of the new, empty partitions); the
-        routed records acknowledged before may be gone too, so the worker must not go on as if nothing happened.
-        """
-        mine = {p.partition: self._committed[p.partition] for p in parts if p.partition in self._committed}
-        if not mine:
-            return
-        asked = [TopicPartition(self.route.raw_topic, p) for p in mine]
-        now = {tp.partition: tp.offset for tp in consumer.committed(asked, timeout=10)}
-        lost = {p: (o, now.get(p)) for p, o in mine.items() if now.get(p, -1) < o}  # -1001: no offset at all
-        want = {p: o - 1 for p, (o, _) in lost.items() if o > 0}  # the records just below this worker's commits
-        if lost and self.exactly_once and records_readable(self.kafka, self.route.raw_topic, want):
-            # the broker kept the records but not the offsets of a transaction committed during the rebalance
-            # (Tansu): resume from the group's offsets; the replayed records carry the same (tp, p, o)
-            log.warning(
-                "route %s: the broker did not apply this worker's transactional offset commit on %s (partitions "
-                "%s); replaying from the group's offsets (duplicates keep their source position)",
-                self.route.route_name, self.route.raw_topic, sorted(lost),
-            )  # fmt: skip
-            for p in lost:
-                self._committed.pop(p, None)
-            return
-        if lost:
-            p, (o, n) = next(iter(lost.items()))
-            raise BrokerError(
-                f"route {self.route.route_name}: the broker lost the committed offsets of group {self.group_id} "
-                f"on {self.route.raw_topic} (partition {p}: committed {o}, the broker now has "
-                f"{'none' if n is None or n < 0 else n}; {len(lost)} partition(s)): it lost its state (a restart of "
-                f"an in-memory broker?); routed records acknowledged before may be lost. Stopping the worker"
-            )
-
-    def _check_retention(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        """Committed offsets below the log start: retention deleted raw records unread (connectors/retention.py)."""
-        lost = find_lost_ranges(consumer, self.route.raw_topic, [p.partition for p in parts])
-        if lost and self.router.on_data_loss == "fail":
-            raise DataLossError(self.group_id, lost)
-        for r in lost:
-            log.error(
-                "route %s: data loss on %s partition %d: offsets %d..%d deleted before they were routed; "
-                "skipped (router.on_data_loss: skip)",
-                self.route.route_name, r.topic, r.partition, r.committed, r.log_start - 1,
-            )  # fmt: skip
-
-    def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        # called inside consume(), between batches: commit the batch in flight before the partitions move
-        self._complete()
-        self._forget(parts)
-        log.info("route %s: revoked %s", self.route.route_name, sorted(p.partition for p in parts))
-
-    def _on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        # the partitions already belong to others (session expired): committing is impossible and would be wrong;
-        # drop the batch in flight uncommitted (its new owners replay it; consumers deduplicate on (tp, p, o))
-        dropped = self._pending
-        self._pending = None
-        self.health.waiting_since = None
-        if dropped is not None:
-            self.metrics.dropped_batches.inc()
-        self._forget(parts)
-        log.warning(
-            "route %s: lost %s; dropped the batch in flight (%d records) without committing",
-            self.route.route_name, sorted(p.partition for p in parts), dropped.consumed if dropped else 0,
-        )  # fmt: skip
-
-    def _rewind(self, msgs: list[Message]) -> None:
-        """Seek back to the first offset of each partition of an uncommitted batch (it is read again)."""
-        first: dict[int, int] = {}
-        for m in msgs:
-            first.setdefault(m.partition() or 0, m.offset() or 0)
-        for p, o in first.items():
-            with contextlib.suppress(KafkaException):  # no longer ours: the new owner starts from the commit
-                self.consumer.seek(TopicPartition(self.route.raw_topic, p, o))
-        self.metrics.dropped_batches.inc()
-
-    def _forget(self, parts: list[TopicPartition]) -> None:
-        gone = {p.partition for p in parts}
-        self.assignment -= gone
-        self.health.revoked(gone)
-        self.metrics.assigned.set(len(self.assignment))
-        self.metrics.rebalances.inc()
 
     def _on_error(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:  # delivery.report.only.error: only failures reach this callback

@@ -28,7 +28,7 @@ import orjson
 from schemas.exceptions import RecordError
 from schemas.settings import KeySpec, RouteSettings, TimeSpec
 
-__all__ = ["BadRecord", "Extracted", "Extractor", "RawMessage", "unexpected"]
+__all__ = ["BadRecord", "Extracted", "Extractor", "RawMessage", "SourceRecord", "unexpected"]
 
 #: Event times must be epoch milliseconds in [0, 2**53) (exact in a double, so Spark and JSON agree).
 MAX_TIME_MS = 1 << 53
@@ -45,6 +45,36 @@ class RawMessage(Protocol):
     def partition(self) -> int | None: ...  # noqa: D102
     def offset(self) -> int | None: ...  # noqa: D102
     def topic(self) -> str | None: ...  # noqa: D102
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """A raw record built from its parts: a :class:`RawMessage` for dead letters of refused outputs, files and tests."""
+
+    topic_: str
+    partition_: int
+    offset_: int
+    key_: bytes | None
+    value_: bytes | None
+    timestamp_: int | None = None
+
+    def value(self) -> bytes | None:  # noqa: D102
+        return self.value_
+
+    def key(self) -> bytes | None:  # noqa: D102
+        return self.key_
+
+    def timestamp(self) -> tuple[int, int]:  # noqa: D102
+        return (0, -1) if self.timestamp_ is None else (1, self.timestamp_)
+
+    def partition(self) -> int | None:  # noqa: D102
+        return self.partition_
+
+    def offset(self) -> int | None:  # noqa: D102
+        return self.offset_
+
+    def topic(self) -> str | None:  # noqa: D102
+        return self.topic_
 
 
 @dataclass(slots=True)

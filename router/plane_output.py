@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from confluent_kafka import KafkaException, Message, Producer, TopicPartition
 
-from router.extract import BadRecord, Extracted, unexpected
+from router.extract import BadRecord, Extracted, SourceRecord, unexpected
 from router.observability import RouteMetrics
 from router.plane_health import PlaneHealth
 from router.plane_parts import (
@@ -36,7 +36,6 @@ from router.plane_parts import (
     DataPlaneStats,
     DeliveryError,
     PendingBatch,
-    SourceRecord,
     dead_letter,
     dead_letter_bytes,
     refused_source,

@@ -1,9 +1,8 @@
-"""Building blocks of the data plane: client tuning, the partitioner factory, statistics, dead letters, probes."""
+"""Building blocks of the data plane: client tuning, the partitioner factory, statistics, dead letters."""
 
 from __future__ import annotations
 
 import base64
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,8 +11,7 @@ import numpy.typing as npt
 import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
-from connectors.kafka_offsets import make_probe_consumer
-from router.extract import BadRecord, Extracted
+from router.extract import BadRecord, Extracted, SourceRecord
 from router.partitioners import Partitioner, create
 from schemas.exceptions import ConfigError, RecordError
 from schemas.records import DeadLetter
@@ -28,7 +26,6 @@ __all__ = [
     "PER_RECORD_ERRORS",
     "DeliveryError",
     "PendingBatch",
-    "SourceRecord",
     "check_sizes",
     "dead_letter",
     "dead_letter_bytes",
@@ -36,7 +33,6 @@ __all__ = [
     "refused_source",
     "make_partitioner",
     "next_offsets",
-    "records_readable",
     "window_clock",
 ]
 
@@ -112,36 +108,6 @@ def check_sizes(kafka: KafkaSettings, router: RouterSettings, route: RouteSettin
     if problems:
         raise ConfigError(problems)
     return limit
-
-
-@dataclass(frozen=True, slots=True)
-class SourceRecord:
-    """A raw record rebuilt from its parts (a :class:`~router.extract.RawMessage` for :func:`dead_letter`)."""
-
-    topic_: str
-    partition_: int
-    offset_: int
-    key_: bytes | None
-    value_: bytes | None
-    timestamp_: int | None = None
-
-    def value(self) -> bytes | None:  # noqa: D102
-        return self.value_
-
-    def key(self) -> bytes | None:  # noqa: D102
-        return self.key_
-
-    def timestamp(self) -> tuple[int, int]:  # noqa: D102
-        return (0, -1) if self.timestamp_ is None else (1, self.timestamp_)
-
-    def partition(self) -> int | None:  # noqa: D102
-        return self.partition_
-
-    def offset(self) -> int | None:  # noqa: D102
-        return self.offset_
-
-    def topic(self) -> str | None:  # noqa: D102
-        return self.topic_
 
 
 def refused_source(raw_topic: str, topic: str, key: bytes | None, value: bytes | None, err: Any) -> BadRecord:
@@ -260,27 +226,6 @@ def next_offsets(raw_topic: str, ext: Extracted) -> list[TopicPartition]:
         if p is not None and o is not None and o > last.get(p, -1):
             last[p] = o
     return [TopicPartition(raw_topic, p, o + 1) for p, o in last.items()]
-
-
-def records_readable(kafka: KafkaSettings, topic: str, want: dict[int, int], timeout: float = 10.0) -> bool:
-    """Whether the record at offset ``want[p]`` of every partition ``p`` of ``topic`` can still be read."""
-    probe = make_probe_consumer(kafka.librdkafka("consumer"))  # assign only, EOF events on
-    try:
-        probe.assign([TopicPartition(topic, p, o) for p, o in want.items()])
-        found: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(found) < len(want) and time.monotonic() < deadline:
-            msg = probe.poll(0.5)
-            if msg is None:
-                continue
-            err, part = msg.error(), msg.partition()
-            if err is None and part is not None and msg.offset() == want.get(part):
-                found.add(part)
-            elif err is not None and err.code() != KafkaError._PARTITION_EOF:
-                return False
-        return len(found) == len(want)
-    finally:
-        probe.close()
 
 
 def window_clock(times: npt.NDArray[np.int64], last: int) -> npt.NDArray[np.int64]:

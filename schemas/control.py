@@ -81,7 +81,7 @@ class SyncMessage(_Control):
     type: Literal["sync"] = "sync"
     instance: str = Field(..., min_length=1, description="sender's router instance id")
     seq: int = Field(..., ge=0, description="sender's sync sequence number")
-    due_ms: int = Field(0, ge=0, description="the DSYNC grid point this SYNC was sent for (multiple of DSYNC)")
+    due_ms: int = Field(0, ge=0, description="the DSYNC grid point this SYNC was sent for (informational)")
     after_round: int = Field(
         -1, ge=-1, description="the last GLOBAL round the sender had applied (-1: none); keys the SYNC's round"
     )

@@ -9,7 +9,9 @@ import typing
 from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from schemas.model import FrozenModel
 
 __all__ = [
     "CustomPartitionerSettings",
@@ -26,9 +28,7 @@ __all__ = [
 ]
 
 
-class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _Base(FrozenModel):
     def params(self) -> dict[str, Any]:
         """Constructor keyword arguments (everything but ``name``)."""
         return self.model_dump(exclude={"name"})

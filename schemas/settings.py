@@ -7,13 +7,12 @@ Precedence, highest first: keyword overrides, environment, config file, defaults
 from __future__ import annotations
 
 import os
-import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,7 +22,9 @@ from pydantic_settings import (
 )
 
 from schemas.exceptions import ConfigError
+from schemas.model import FrozenModel
 from schemas.partitioner_settings import DaltonSettings, PartitionerSettings
+from schemas.spark_settings import SparkSettings
 
 __all__ = [
     "KafkaSettings",
@@ -31,24 +32,16 @@ __all__ = [
     "RouteSettings",
     "RouterSettings",
     "SkewrouteSettings",
-    "SparkSettings",
     "TimeSpec",
     "WindowSettings",
     "format_validation_error",
-    "join_uri",
 ]
 
 _config_file: ContextVar[Path | None] = ContextVar("skewroute_config_file", default=None)
 _SECRET_WORDS = ("password", "secret", "token")
-Aggregation = Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k"]
-_DEFAULT_AGGREGATIONS: tuple[Aggregation, ...] = ("count", "sum", "min", "max", "mean")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class KafkaSettings(_Model):
+class KafkaSettings(FrozenModel):
     """Connection to the Kafka cluster (any Kafka-compatible broker; the embedded Tansu by default)."""
 
     bootstrap_servers: str = Field("127.0.0.1:9092", min_length=1, description="host:port[,host:port...]")
@@ -113,7 +106,7 @@ class KafkaSettings(_Model):
         return {k: ("***" if any(w in k for w in _SECRET_WORDS) else v) for k, v in self.librdkafka().items()}
 
 
-class KeySpec(_Model):
+class KeySpec(FrozenModel):
     """Where a raw record's key comes from."""
 
     source: Literal["field", "kafka_key"] = Field("field", description="a JSON field of the value, or the Kafka key")
@@ -126,7 +119,7 @@ class KeySpec(_Model):
         return self
 
 
-class TimeSpec(_Model):
+class TimeSpec(FrozenModel):
     """Where a raw record's event time comes from."""
 
     source: Literal["field", "kafka_timestamp"] = Field(
@@ -152,7 +145,7 @@ class TimeSpec(_Model):
         return self
 
 
-class WindowSettings(_Model):
+class WindowSettings(FrozenModel):
     """The window the partitioner's state (and the metrics) use: count-based in tuples, time-based in ms."""
 
     kind: Literal["count", "time"] = Field("time", description="count-based (tuples) or time-based (event ms)")
@@ -166,7 +159,7 @@ class WindowSettings(_Model):
         return self
 
 
-class RouteSettings(_Model):
+class RouteSettings(FrozenModel):
     """One raw topic routed into one combiner-partition topic (partition i = combiner i)."""
 
     raw_topic: str = Field(
@@ -210,7 +203,7 @@ class RouteSettings(_Model):
         return self.dead_letter_topic or f"{self.raw_topic}.dlq"
 
 
-class RouterSettings(_Model):
+class RouterSettings(FrozenModel):
     """Router worker process settings."""
 
     app_id: str = Field(
@@ -248,11 +241,12 @@ class RouterSettings(_Model):
         30.0, gt=0, description="on SIGTERM, longest wait for the last batch to be delivered and committed"
     )
     window_metrics: bool = Field(True, description="compute per-window combiner load and replication metrics")
-    static_membership: bool = Field(
-        False,
-        description="with an explicit instance_id, join the route's consumer groups as a static member "
-        "(group.instance.id = <instance_id>): a restart within the session timeout does not rebalance. For Apache "
-        "Kafka; off by default because on Tansu a killed static member's partitions were not reassigned within 30 s",
+    static_membership: bool | Literal["auto"] = Field(
+        "auto",
+        description="join the route's consumer groups as a static member (group.instance.id = <instance_id>) so a "
+        "restart within kafka.consumer session.timeout.ms does not rebalance; a killed or stopped static member's "
+        "partitions move only after that timeout. auto: on with an explicit instance_id on Apache Kafka, off on "
+        "Tansu (it never expires a killed static member) and on unknown brokers; true needs instance_id",
     )
     ready_stale_s: float = Field(
         30.0,
@@ -269,102 +263,17 @@ class RouterSettings(_Model):
 
     @model_validator(mode="after")
     def _stable_transactions(self) -> Self:
+        if self.static_membership is True and not self.instance_id:
+            raise ValueError(
+                "static_membership=true needs a stable router.instance_id (it is the group.instance.id; the default "
+                "host-pid changes on every restart)"
+            )
         if self.delivery == "exactly_once" and not self.instance_id:
             raise ValueError(
                 "delivery=exactly_once needs a stable router.instance_id (it names the transactional.id that fences "
                 "a zombie of the same worker; the default host-pid changes on every restart)"
             )
         return self
-
-
-class SparkSettings(_Model):
-    """Spark consumer job settings."""
-
-    master: str = Field("local[2]", description="Spark master URL (ignored under spark-submit)")
-    source: Literal["python", "kafka"] = Field(
-        "python", description="Kafka reader: skewroute's Python data source, or Spark's built-in format('kafka')"
-    )
-    trigger_interval: str = Field("5 seconds", description="processing-time trigger")
-    max_records_per_trigger: int = Field(250_000, ge=1, description="records per micro-batch at most")
-    starting_offsets: str = Field("earliest", description="earliest, latest, or a JSON offsets dict")
-    watermark: str = Field("10 seconds", description="event-time watermark delay")
-    window: str = Field("10 seconds", description="aggregation window length")
-    slide: str | None = Field(None, description="aggregation slide (None = tumbling)")
-    aggregations: list[Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k"]] = Field(
-        default_factory=lambda: list(_DEFAULT_AGGREGATIONS), description="aggregates per key and window"
-    )
-    output_mode: Literal["update", "append"] = Field("update", description="Structured Streaming output mode")
-    sink: Literal["kafka", "parquet", "console"] = Field("kafka", description="where final aggregates go")
-    results_topic: str | None = Field(None, description="results topic (default: <raw_topic>.results)")
-    output_path: str = Field(
-        ".skewroute/results",
-        min_length=1,
-        description="Parquet output root, one folder per route: a path or a URI (file://, s3a://, hdfs://), "
-        "passed to Spark untouched",
-    )
-    checkpoint_dir: str = Field(
-        ".skewroute/checkpoints",
-        min_length=1,
-        description="checkpoint root, one folder per route: a path or a URI (file://, s3a://, hdfs://), passed to "
-        "Spark untouched; on a cluster, storage every executor and a restarted driver can reach",
-    )
-    progress_log: Path = Field(Path(".skewroute/progress.jsonl"), description="per-batch observability log")
-    shuffle_partitions: int = Field(8, ge=1, le=4096, description="reducers m = spark.sql.shuffle.partitions")
-    dedupe: bool = Field(
-        False, description="drop replayed routed records on their source position (tp, p, o) within the watermark"
-    )
-    isolation_level: Literal["read_committed", "read_uncommitted", "auto"] = Field(
-        "read_committed",
-        description="reading transactional combiner topics; read_uncommitted (with dedupe) on Tansu, which never "
-        "aborts a killed exactly_once worker's open transaction; auto: detect the broker (read_committed on "
-        "Apache Kafka, read_uncommitted on Tansu)",
-    )
-    item_field: str | None = Field(
-        None, description="dotted JSON path in the raw record for approx_distinct/top_k (default: the measure)"
-    )
-    top_k: int = Field(5, ge=1, le=1000, description="k of the top_k aggregate")
-    approx_rsd: float = Field(0.05, gt=0, lt=0.4, description="relative standard deviation of approx_distinct")
-    kafka_package: str | None = Field(
-        None,
-        description="Maven coordinate of spark-sql-kafka for source=kafka (default: the newest published, 4.2.0)",
-    )
-    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration (spark.* keys)")
-    metrics_port: int | None = Field(
-        None, ge=0, le=65535, description="serve the per-batch combiner metrics for Prometheus on this port"
-    )
-    fail_on_data_loss: bool = Field(
-        True,
-        description="failOnDataLoss: fail when checkpointed offsets are gone (topic recreated, truncated, aged out); "
-        "false skips them with a warning",
-    )
-    min_partitions: int | None = Field(
-        None, ge=1, le=65536, description="minPartitions: cut large combiner partitions into offset ranges"
-    )
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.sink == "parquet" and self.output_mode != "append":
-            raise ValueError(
-                f"sink=parquet needs output_mode=append (got output_mode={self.output_mode!r}): the file sink "
-                "writes each window once, when the watermark closes it"
-            )
-        if not self.master.startswith("local") and _is_relative_local(self.checkpoint_dir):
-            raise ValueError(
-                f"checkpoint_dir={self.checkpoint_dir!r} is a relative local path but master={self.master!r} is "
-                "not local: executors and a restarted driver resolve it on their own machines and working "
-                "folders; give an absolute path on shared storage or a URI (hdfs://, s3a://, file:///shared/...)"
-            )
-        return self
-
-
-def join_uri(root: str, name: str) -> str:
-    """``root/name`` for a path or a URI, without touching the scheme (``s3a://b/ck`` + ``r`` = ``s3a://b/ck/r``)."""
-    return f"{root.rstrip('/')}/{name}" if root.rstrip("/") else f"/{name}"
-
-
-def _is_relative_local(location: str) -> bool:
-    """A plain path (no ``scheme://``/``scheme:/``) that is not absolute."""
-    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", location) is None and not location.startswith("/")
 
 
 class SkewrouteSettings(BaseSettings):

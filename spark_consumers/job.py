@@ -27,7 +27,8 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from connectors.broker_traits import resolve_isolation_level
 from connectors.spark_source import SHORT_NAME, kafka_options, register_source
-from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings, SparkSettings, join_uri
+from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings
+from schemas.spark_settings import SparkSettings, join_uri
 from spark_consumers.aggregations import (
     AggSpec,
     dedupe_source_position,

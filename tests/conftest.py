@@ -80,7 +80,7 @@ def spark() -> Iterator[Any]:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from schemas.settings import SparkSettings
+    from schemas.spark_settings import SparkSettings
     from spark_consumers.job import build_session
 
     conf = {"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false", "spark.default.parallelism": "2"}

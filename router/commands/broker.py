@@ -8,8 +8,9 @@ from typing import Literal
 import typer
 from rich.console import Console
 
-from connectors.apache_kafka import KAFKA_VERSION, ApacheKafkaCluster
+from connectors.apache_kafka import ApacheKafkaCluster
 from connectors.broker import DEFAULT_STATE_DIR, BrokerStatus, EmbeddedBroker
+from connectors.kafka_jars import KAFKA_VERSION
 from router.commands import RUN
 from schemas.exceptions import BrokerError
 

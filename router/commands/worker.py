@@ -1,4 +1,8 @@
-"""CLI: ``skewroute router`` runs a router worker; ``skewroute status`` shows workers' metrics live."""
+"""CLI: ``skewroute router`` runs a router worker; ``skewroute status`` shows workers' metrics live.
+
+``status`` shows per route the traffic, consumer lag and last-commit age, and, for Dalton routes, the sync's
+health (age of the last GLOBAL, round size, members, pending SYNCs, buffered rewards) and its transport's state.
+"""
 
 from __future__ import annotations
 
@@ -99,8 +103,29 @@ def redact_url(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
+#: Dalton sync health per route: (metric, column, format); shown only for routes that sync.
+_SYNC_COLS = (
+    ("skewroute_sync_last_global_age_seconds", "last GLOBAL", "age"),
+    ("skewroute_sync_round_size", "round", "int"),
+    ("skewroute_sync_members", "members", "int"),
+    ("skewroute_sync_pending", "pending", "int"),
+    ("skewroute_sync_buffered_rewards", "buffered", "int"),
+    ("skewroute_sync_await_timeouts_total", "AWAIT timeouts", "int"),
+    ("skewroute_sync_reducers_deposed_total", "deposed", "int"),
+    ("skewroute_sync_ignored_total", "ignored", "int"),
+)
+#: Worker-wide sync transport metrics (no route label).
+_TRANSPORT = ("skewroute_sync_transport_up", "skewroute_sync_transport_errors_total",
+              "skewroute_sync_transport_restarts_total")  # fmt: skip
+
+
 def scrape(url: str, timeout: float = 3.0) -> dict[str, _RouteView]:
     """The skewroute metrics of one worker, per route."""
+    return scrape_worker(url, timeout)[0]
+
+
+def scrape_worker(url: str, timeout: float = 3.0) -> tuple[dict[str, _RouteView], dict[str, float]]:
+    """The skewroute metrics of one worker: per route, and the worker-wide sync transport's."""
     parts = urllib.parse.urlsplit(url)
     headers = {}
     if parts.username is not None:  # user:password@host -> basic auth header, credentials out of the URL
@@ -112,10 +137,13 @@ def scrape(url: str, timeout: float = 3.0) -> dict[str, _RouteView]:
     with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - a URL the user gave
         text = resp.read().decode()
     views: dict[str, _RouteView] = {}
+    worker: dict[str, float] = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
             route = s.labels.get("route")
             if route is None:
+                if s.name in _TRANSPORT:
+                    worker[s.name] = s.value
                 continue
             v = views.setdefault(route, _RouteView())
             if s.name == "skewroute_combiner_load":
@@ -126,7 +154,7 @@ def scrape(url: str, timeout: float = 3.0) -> dict[str, _RouteView]:
                 v.partitioner, v.instance = s.labels["partitioner"], s.labels["instance"]
             else:
                 v.values[s.name] = v.values.get(s.name, 0.0) + s.value
-    return views
+    return views, worker
 
 
 def _tables(urls: list[str], prev: dict[tuple[str, str], tuple[float, float]]) -> Group:
@@ -135,7 +163,7 @@ def _tables(urls: list[str], prev: dict[tuple[str, str], tuple[float, float]]) -
     for url in urls:
         shown = redact_url(url)
         try:
-            views = scrape(url)
+            views, worker = scrape_worker(url)
         except OSError as exc:
             tables.append(
                 Text.from_markup(f"{escape(shown)}: [red]unreachable ({escape(str(getattr(exc, 'reason', exc)))})[/]")
@@ -177,7 +205,35 @@ def _tables(urls: list[str], prev: dict[tuple[str, str], tuple[float, float]]) -
                 bars,
             )
         tables.append(t)
+        sync = _sync_table(views, worker)
+        if sync is not None:
+            tables.append(sync)
     return Group(*tables)
+
+
+def _sync_table(views: dict[str, _RouteView], worker: dict[str, float]) -> Table | None:
+    """Dalton sync health of the routes that sync, with the transport's state in the title; None if none do."""
+    routes = {r: v for r, v in views.items() if "skewroute_sync_members" in v.values}
+    if not routes:  # no Dalton route (every worker exports transport_up, 0 without a sync)
+        return None
+    up = worker.get("skewroute_sync_transport_up")
+    state = "-" if up is None else ("[green]up[/]" if up >= 1 else "[red]DOWN[/]")
+    errors = worker.get("skewroute_sync_transport_errors_total", 0.0)
+    restarts = worker.get("skewroute_sync_transport_restarts_total", 0.0)
+    t = Table(title=f"sync transport {state}, {errors:,.0f} errors, {restarts:,.0f} restarts", title_justify="left")
+    t.add_column("route (sync)", justify="left")
+    for _, col, _ in _SYNC_COLS:
+        t.add_column(col, justify="right")
+    for route, v in sorted(routes.items()):
+        cells = []
+        for metric, _, fmt in _SYNC_COLS:
+            value = v.values.get(metric, 0.0 if metric.endswith("_total") else None)
+            if value is None:
+                cells.append("-")  # e.g. no GLOBAL applied yet
+            else:
+                cells.append(_age(value) if fmt == "age" else f"{value:,.0f}")
+        t.add_row(escape(route), *cells)
+    return t
 
 
 def _age(seconds: float) -> str:
@@ -185,7 +241,7 @@ def _age(seconds: float) -> str:
 
 
 def status(urls: list[str] = UrlOpt, interval: float = IntervalOpt, once: bool = OnceOpt) -> None:
-    """Show router workers' metrics live (reads each worker's /metrics endpoint)."""
+    """Show router workers' metrics live: traffic, lag, commit age and Dalton sync health (reads /metrics)."""
     prev: dict[tuple[str, str], tuple[float, float]] = {}
     out = Console()
     if once:

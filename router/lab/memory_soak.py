@@ -1,6 +1,7 @@
 """Memory soak of the data plane's CPU path: does the RSS plateau with many distinct keys and a far-future record.
 
-``python -m router.lab.memory_soak --tuples 50000000 --keys 10000000`` runs, for every partitioner, one child
+``skewroute memory-soak --records 50000000 --keys 10000000`` (or ``python -m router.lab.memory_soak`` with
+``--tuples``) runs, for every partitioner, one child
 process that feeds batches of raw records through :meth:`router.dataplane.RouteDataPlane.route_batch` — the
 data plane's own extraction (with the event-time bound), window clock, partitioner and window metrics — with no
 Kafka. Keys: half uniform over ``--keys`` distinct keys, half Zipf-hot; Kafka timestamps advance at ``--rate``
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from router.dataplane import RouteDataPlane
+from router.extract import SourceRecord
 from router.observability import RouterMetrics
 from router.partitioners import available
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
@@ -36,33 +38,6 @@ __all__ = ["SoakFigures", "main", "run_one"]
 
 FAR_AHEAD_MS = 10 * 365 * 86_400_000
 UNBOUNDED_MS = 10**15
-
-
-class _Msg:
-    """A raw record as the extractor sees it (the subset of ``confluent_kafka.Message`` it calls)."""
-
-    __slots__ = ("_o", "_p", "_t", "_v")
-
-    def __init__(self, v: bytes, t: int, p: int, o: int) -> None:
-        self._v, self._t, self._p, self._o = v, t, p, o
-
-    def value(self) -> bytes:
-        return self._v
-
-    def key(self) -> bytes | None:
-        return None
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._t)
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
-
-    def topic(self) -> str:
-        return "mem"
 
 
 @dataclass
@@ -128,9 +103,10 @@ def run_one(
         half = size // 2
         ks = np.concatenate([rng.integers(0, keys, half), rng.zipf(1.2, size - half) % keys]).tolist()
         ts = (t0 + (done + np.arange(size)) / rate).astype(np.int64).tolist()
-        msgs = [_Msg(b'{"key":"k%d"}' % k, t, 0, done + i) for i, (k, t) in enumerate(zip(ks, ts, strict=True))]
+        pairs = enumerate(zip(ks, ts, strict=True))
+        msgs = [SourceRecord("mem", 0, done + i, None, b'{"key":"k%d"}' % k, t) for i, (k, t) in pairs]
         if done <= evil_at < done + size:
-            msgs.append(_Msg(b'{"key":"far-future"}', now + FAR_AHEAD_MS, 0, done + size))
+            msgs.append(SourceRecord("mem", 0, done + size, None, b'{"key":"far-future"}', now + FAR_AHEAD_MS))
         ext, _ = plane.route_batch(msgs)
         figures.dead_lettered += len(ext.bad)
         done += size

@@ -14,7 +14,9 @@ over 10k keys, uniform over 10k keys; small JSON values). Configurations: ``pass
   configuration runs right next to a pass-through process of its own (order alternating); the ratio is the
   median over rounds of rate / that adjacent pass-through rate.
 
-Rounds rotate the configuration order. Writes ``router-throughput.md`` in the report folder (``--out``).
+Rounds rotate the configuration order. The report ends with the broker-less per-phase CPU profile
+(:mod:`router.lab.router_bench_hotpath`); the workloads are :mod:`router.lab.router_bench_workloads`. Writes
+``router-throughput.md`` in the report folder (``--out``).
 """
 
 from __future__ import annotations
@@ -32,14 +34,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from router.lab.planes import PASSTHROUGH
+from router.lab.router_bench_hotpath import hotpath_table
 from router.lab.router_bench_pair import pair_table
+from router.lab.router_bench_workloads import KEYS, RAW_PARTITIONS, WORKLOADS, preload
 
 __all__ = ["main"]
 
-WORKLOADS = {"zipf1.5": 1.5, "uniform": 0.0}
 SEPARATE = (
     "Every configuration runs right before or after a pass-through process of its own (order alternating); "
     "its ratio is the median over rounds of rate / that adjacent pass-through rate. End-to-end rate = records / "
@@ -49,26 +50,6 @@ SEPARATE = (
     "parentheses). Tuples per CPU-second = records / CPU time of the worker process (all its threads, "
     "librdkafka's included) over the same span."
 )
-KEYS = 10_000
-RAW_PARTITIONS = 4
-
-
-def _preload(bootstrap: str, topic: str, n: int, s: float, seed: int) -> None:
-    from connectors.admin import TopicSpec, ensure_topics
-    from connectors.kafka import make_admin, make_producer, produce_waiting
-    from connectors.workloads import zipf_probabilities
-    from schemas.settings import KafkaSettings
-
-    kafka = KafkaSettings(bootstrap_servers=bootstrap)
-    ensure_topics(make_admin(kafka), [TopicSpec(topic, RAW_PARTITIONS)])
-    rng = np.random.default_rng(seed)
-    keys = rng.choice(KEYS, size=n, p=zipf_probabilities(KEYS, s)) if s > 0 else rng.integers(0, KEYS, n)
-    p = make_producer(kafka, **{"linger.ms": 20})
-    for i, k in enumerate(keys.tolist()):
-        value = b'{"key":"k%d","v":%d}' % (k, i)
-        produce_waiting(p, topic, value, partition=i % RAW_PARTITIONS)
-    if p.flush(120) != 0:
-        raise RuntimeError(f"preloading {topic} did not finish")
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -154,81 +135,6 @@ def _separate_rounds(
             if name != PASSTHROUGH and r.get("ok") and base.get("ok") and base["rate"] > 0:
                 shown += f" (adjacent pass-through {base['rate']:,.0f}: {r['rate'] / base['rate']:.2f}x)"
             print(f"  round {rnd + 1} {name:<12} {shown}", flush=True)
-
-
-def _hotpath_once(msgs: list[Any], name: str, batch: int, combiners: int) -> list[float]:
-    """Thread CPU seconds of extract, assign, encode+produce over ``msgs`` for one configuration."""
-    from confluent_kafka import Producer
-
-    from router.dataplane import make_partitioner
-    from router.extract import Extractor
-    from router.lab.planes import PassThrough
-    from schemas.records import encode_routed
-    from schemas.settings import RouteSettings
-
-    route = RouteSettings(
-        raw_topic="raw",
-        combiners=combiners,
-        window={"kind": "count", "size": 60_000, "slide": 1_000},
-        partitioner={"name": "hash" if name == PASSTHROUGH else name},
-    )
-    part = PassThrough(combiners) if name == PASSTHROUGH else make_partitioner(route, name)
-    ex = Extractor(route)
-    prod = Producer({"bootstrap.servers": "127.0.0.1:1", "queue.buffering.max.messages": 2 * len(msgs) + 10,
-                     "queue.buffering.max.kbytes": 4_000_000, "message.timeout.ms": 600_000})  # fmt: skip
-    t_ex = t_as = t_pr = 0.0
-    for lo in range(0, len(msgs), batch):
-        chunk = msgs[lo : lo + batch]
-        a = time.thread_time()
-        e = ex.extract(chunk)
-        b = time.thread_time()
-        cs = part.assign(e.keys).tolist()
-        c = time.thread_time()
-        for k, t, cc, p, o, x, v in zip(e.keys, e.times, cs, e.partitions, e.offsets, e.measures, e.values,
-                                        strict=True):  # fmt: skip
-            prod.produce("out", encode_routed(k, t, cc, "raw", p, o, x, v), k, partition=cc)
-        d = time.thread_time()
-        t_ex, t_as, t_pr = t_ex + b - a, t_as + c - b, t_pr + d - c
-    prod.purge()
-    return [t_ex, t_as, t_pr]
-
-
-def _hotpath(n: int, names: list[str], batch: int, combiners: int, repeats: int = 3) -> list[str]:
-    """Per-record CPU cost of each phase of the batch loop, without a broker (thread CPU time).
-
-    Real ``confluent_kafka.Message`` objects are built in memory; produce() goes to a producer whose broker
-    does not exist (librdkafka queues the records), so only the worker's own Python/C work is measured.
-    """
-    from confluent_kafka import Message
-
-    from connectors.workloads import zipf_probabilities
-
-    out = [
-        "| workload | configuration | extract | assign | encode + produce | total µs/tuple | tuples per CPU-second |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for wl, s in WORKLOADS.items():
-        rng = np.random.default_rng(1)
-        keys = rng.choice(KEYS, size=n, p=zipf_probabilities(KEYS, s)) if s > 0 else rng.integers(0, KEYS, n)
-        msgs = [
-            Message(topic="raw", partition=i % 4, offset=i // 4, value=b'{"key":"k%d","v":%d}' % (k, i),
-                    timestamp=(1, 1_700_000_000_000 + i))
-            for i, k in enumerate(keys.tolist())
-        ]  # fmt: skip
-        for name in names:
-            best: list[float] | None = None
-            for _ in range(repeats):  # fresh partitioner each time; the fastest repetition is the least disturbed
-                times = _hotpath_once(msgs, name, batch, combiners)
-                best = times if best is None or sum(times) < sum(best) else best
-            assert best is not None
-            t_ex, t_as, t_pr = best
-            total = t_ex + t_as + t_pr
-            out.append(
-                f"| {wl} | {name} | {1e6 * t_ex / n:.2f} | {1e6 * t_as / n:.2f} | {1e6 * t_pr / n:.2f} | "
-                f"{1e6 * total / n:.2f} | {n / total:,.0f} |"
-            )
-            print(out[-1], flush=True)
-    return out
 
 
 def _table(results: dict[str, dict[str, list[dict[str, Any]]]], names: list[str]) -> list[str]:
@@ -320,7 +226,7 @@ def main(
 
     names = args.only.split(",") if args.only else ["passthrough", *available()]
     if args.hotpath:
-        _hotpath(args.n, names, args.batch, args.combiners)
+        hotpath_table(args.n, names, args.batch, args.combiners)
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below: stop our broker
     kinds = ["given"] if args.bootstrap is not None else args.brokers.split(",")
@@ -337,7 +243,7 @@ def main(
                 raw = f"bench-{wl}-{time.time_ns()}"
                 label = wl if len(kinds) == 1 else f"{wl} on {kind}"
                 t0 = time.monotonic()
-                _preload(args.bootstrap, raw, args.n, WORKLOADS[wl], seed=1)
+                preload(args.bootstrap, raw, args.n, WORKLOADS[wl], seed=1)
                 print(f"{label}: preloaded {args.n:,} records in {time.monotonic() - t0:.1f} s", flush=True)
                 if args.mode in ("pairs", "both"):
                     _pair_rounds(args, raw, [x for x in names if x != PASSTHROUGH], pairs.setdefault(label, {}))
@@ -366,7 +272,7 @@ def main(
         "partition for pass-through), `encode_routed` + `produce()` into librdkafka's queue. The end-to-end "
         "figures above add librdkafka's own threads (fetch, batching, sending), flush/commit, and the broker.",
         "",
-        *_hotpath(hot_n, names, args.batch, args.combiners),
+        *hotpath_table(hot_n, names, args.batch, args.combiners),
         "",
     ]
     header = [

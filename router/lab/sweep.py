@@ -8,6 +8,11 @@ tuple counter as the time. Metrics per 1,000-tuple window, then averaged over th
 - balance: ``max / mean`` of the per-combiner tuple counts;
 - replication: distinct (key, combiner) pairs / distinct keys (1.0 = no key split).
 
+The replication floor of a cell is what any assignment needs to keep every window's max/mean within the
+balance cap (1.10): a combiner then holds at most ``floor(1.10 * WINDOW / n)`` tuples of a window, so a key
+with ``c`` tuples in the window sits on at least ``ceil(c / that)`` combiners. Where the floor is above the
+replication cap, no partitioner can meet both caps; the report says so next to the cap it lists.
+
 Dominance: ``b`` dominates ``a`` when ``b`` has a lower balance ratio by more than 2 % (``b < 0.98 a``) and no
 higher replication, or a lower replication by more than 0.02 at no worse balance. The frontier of a cell is
 the set of partitioners no other one dominates.
@@ -36,6 +41,7 @@ __all__ = [
     "dominated_by",
     "dominates",
     "grid",
+    "replication_floor",
     "measure",
     "run_sweep",
     "sweep_markdown",
@@ -70,6 +76,7 @@ class Result:
     replication: dict[str, float] = field(default_factory=dict)
     rate: dict[str, float] = field(default_factory=dict)  # tuples/s (noisy: shared machine)
     frontier: list[str] = field(default_factory=list)
+    floor: float = 1.0  # replication any assignment needs for max/mean <= the balance cap in every window
     dominators: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -115,6 +122,16 @@ def window_metrics(keys: npt.NDArray[np.int64], out: npt.NDArray[np.int64], n: i
     return float(np.mean(imb)), float(np.mean(rep))
 
 
+def replication_floor(keys: npt.NDArray[np.int64], n: int, balance_cap: float = 1.10) -> float:
+    """Mean over windows of the least replication with every combiner at most ``balance_cap`` x the mean load."""
+    reps: list[float] = []
+    for s in range(0, keys.shape[0], WINDOW):
+        counts = np.unique(keys[s : s + WINDOW], return_counts=True)[1]
+        room = max(1, int(balance_cap * counts.sum() / n))  # loads are whole tuples
+        reps.append(float(np.maximum(1, -(-counts // room)).sum() / counts.shape[0]))
+    return float(np.mean(reps))
+
+
 def measure(name: str, keys: npt.NDArray[np.int64], n: int) -> tuple[float, float, float]:
     """``(balance, replication, tuples/s)`` of partitioner ``name`` on ``keys`` (batches of 1,000)."""
     part = create(name, n, window=60_000, slide=1_000, seed=1)
@@ -149,7 +166,7 @@ def caps(cell: Cell) -> tuple[float, float]:
 def run_cell(cell: Cell, names: Sequence[str], keys: npt.NDArray[np.int64] | None = None) -> Result:
     """Measure every partitioner of ``names`` on ``cell`` and mark the frontier."""
     keys = _stream(cell.spec) if keys is None else keys
-    res = Result(cell)
+    res = Result(cell, floor=replication_floor(keys, cell.n, caps(cell)[0]))
     for name in names:
         res.balance[name], res.replication[name], res.rate[name] = measure(name, keys, cell.n)
     for name in names:
@@ -183,7 +200,12 @@ def summary(results: Sequence[Result], focus: str = "dalton") -> dict[str, objec
     for r in results:
         cb, cr = caps(r.cell)
         if r.balance[focus] > cb or r.replication[focus] > cr:
-            over.append(f"{r.cell.label} n={r.cell.n}: {r.balance[focus]:.3f} / {r.replication[focus]:.3f}")
+            why = (
+                f" (replication floor {r.floor:.3f} > cap {cr:.2f}: no partitioner meets both caps)"
+                if r.floor > cr
+                else ""
+            )
+            over.append(f"{r.cell.label} n={r.cell.n}: {r.balance[focus]:.3f} / {r.replication[focus]:.3f}{why}")
     worst_b = max(results, key=lambda r: r.balance[focus])
     worst_r = max(results, key=lambda r: r.replication[focus])
     return {
@@ -198,20 +220,21 @@ def summary(results: Sequence[Result], focus: str = "dalton") -> dict[str, objec
 def sweep_markdown(results: Sequence[Result], focus: str = "dalton") -> str:
     """The table: one row per cell, ``balance / replication`` per partitioner, ``*`` on the frontier."""
     names = list(results[0].balance) if results else []
-    head = "| stream | n | " + " | ".join(names) + " |"
+    head = "| stream | n | replication floor | " + " | ".join(names) + " |"
     lines = [
         "# Partition-quality sweep",
         "",
         "Per cell: mean per-1,000-tuple-window max/mean load / mean replication; `*` = on the Pareto front",
         "(not dominated: no other partitioner has a lower max/mean by more than 2 % at no higher replication, or a",
-        "lower replication by more than 0.02 at no worse max/mean).",
+        "lower replication by more than 0.02 at no worse max/mean). Replication floor: the least replication any",
+        "assignment needs to keep every window's max/mean <= 1.10.",
         "",
         head,
-        "| --- | ---: |" + " --- |" * len(names),
+        "| --- | ---: | ---: |" + " --- |" * len(names),
     ]
     for r in results:
         cells = [f"{r.balance[x]:.3f} / {r.replication[x]:.3f}{' *' if x in r.frontier else ''}" for x in names]
-        lines.append(f"| {r.cell.label} | {r.cell.n} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r.cell.label} | {r.cell.n} | {r.floor:.3f} | " + " | ".join(cells) + " |")
     if focus in names:
         s = summary(results, focus)
         lines += ["", f"## {focus}", "", f"- cells: {s['cells']}"]

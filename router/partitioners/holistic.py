@@ -18,9 +18,11 @@ Batches are decided in key-grouped order (see :mod:`router.partitioners.windows`
 one batch are taken one after another, so under AM and cAM all of them follow the key's first tuple to
 one combiner, and ``L`` grows by the key's batch count at its first appearance.
 
-The default configuration (exact sets, tumbling windows) runs on the fast paths of
-:mod:`router.partitioners.tumbling` (vectorised look-ups, the same decisions); the others keep
-per-combiner sets (:mod:`router.partitioners.cardinality`).
+The rules themselves are written once, in :mod:`router.partitioners.holistic_rules` (compiled twins in
+:mod:`router.partitioners.kernels`). What differs by configuration is the store: the default (exact sets,
+tumbling windows) keeps one home per key (AM, cAM) or one bit mask per key (CM, LM) for the current window
+(:mod:`router.partitioners.tumbling`); sliding windows and HLL keep per-combiner sets
+(:mod:`router.partitioners.cardinality`).
 """
 
 from __future__ import annotations
@@ -34,15 +36,8 @@ import numpy.typing as npt
 
 from router.partitioners.accel import holistic_kernels
 from router.partitioners.cardinality import ExactSets, HllSets
-from router.partitioners.tumbling import (
-    KeyMasks,
-    WindowHomes,
-    cm_loop,
-    known_prefix_loads,
-    lm_loop,
-    place_by_cards,
-    place_by_loads,
-)
+from router.partitioners.holistic_rules import Add, cm_loop, lm_loop, place_by_cards, place_by_loads
+from router.partitioners.tumbling import KeyMasks, WindowHomes, known_prefix_loads, mask_adder
 from router.partitioners.windows import I64, U64, GroupedPartitioner
 
 __all__ = ["AMPartitioner", "CAMPartitioner", "CMPartitioner", "HolisticPartitioner", "LMPartitioner"]
@@ -135,29 +130,62 @@ class HolisticPartitioner(GroupedPartitioner):
         self.store.block = block
 
     def _decide(self, ids: U64, cand: I64, counts: I64) -> npt.ArrayLike:
-        if isinstance(self.store, KeyMasks):
-            return self._decide_masks(self.store, ids.tolist(), cand, counts)
-        seq = self._choose(ids.tolist(), cand.tolist(), counts.tolist(), counts)
+        seq = self._choose(ids.tolist(), cand, counts)
         if self.sliding:
             add = np.bincount(seq, minlength=self.n)
             prev = self.block_loads.get(self.block)
             self.block_loads[self.block] = add if prev is None else prev + add
         return seq
 
+    @abstractmethod
+    def _choose(self, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
+        """Sliding windows or HLL: decide a batch's keys (ids, candidates, tuples) in key-grouped order.
+
+        Must update ``self.loads`` and ``self.store`` as the algorithm would tuple by tuple on the grouped
+        order, and return every tuple's combiner in that order.
+        """
+
+
+class _SpreadingPartitioner(HolisticPartitioner):
+    """CM and LM: every tuple is decided on its own, so a key may sit in several combiners' sets."""
+
+    def _decide(self, ids: U64, cand: I64, counts: I64) -> npt.ArrayLike:
+        if isinstance(self.store, KeyMasks):
+            return self._decide_masks(self.store, ids.tolist(), cand, counts)
+        return super()._decide(ids, cand, counts)
+
     def _decide_masks(self, store: KeyMasks, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
-        """Fast path of exact tumbling windows (:mod:`.tumbling`), same decisions as :meth:`_choose`."""
-        raise TypeError(f"{self.name} does not keep key masks")
+        """Exact tumbling windows: the rule on the keys' bit masks (compiled for ``n <= 64``)."""
+        kernels = holistic_kernels() if self.n <= COMPILED_MAX_N else None
+        if kernels is None:
+            masks = store.read(ids)
+            seq = self._rule(store.card, cand, counts, mask_adder(masks, store.card))
+            store.write(ids, masks)
+            return seq
+        masks_arr = np.fromiter(store.read(ids), np.uint64, len(ids))
+        card = np.asarray(store.card, dtype=np.int64)
+        seq = self._compiled(kernels, card, cand, counts, masks_arr)
+        store.card = card.tolist()
+        store.write(ids, masks_arr.tolist())
+        return seq
+
+    def _choose(self, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
+        """Sliding windows or HLL: the rule on the store's per-combiner key sets."""
+        store = self._sets()
+        add = store.add
+        return self._rule(store.card, cand, counts, lambda i, c: add(ids[i], c))
 
     @abstractmethod
-    def _choose(
-        self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
-    ) -> npt.NDArray[np.int64]:
-        """Algorithm hook: decide a segment's keys in key-grouped order.
+    def _rule(self, card: list[Any], cand: I64, counts: I64, add: Add) -> npt.NDArray[np.int64]:
+        """Algorithm hook: decide a batch's keys in key-grouped order with :mod:`.holistic_rules`.
 
-        ``ids``, ``rows`` (candidates) and ``counts`` describe the keys (``count_arr`` is ``counts`` as an
-        array). Must update ``self.loads`` and ``self.store`` tuple by tuple as the paper's algorithm would
-        on the grouped order, and return every tuple's combiner in that order.
+        ``cand`` holds each key's candidates and ``counts`` its tuples; ``add`` puts a key into a set and
+        updates ``card``. Must update ``self.loads`` and return every tuple's combiner in grouped order.
         """
+
+    @abstractmethod
+    def _compiled(self, kernels: Any, card: I64, cand: I64, counts: I64, masks: U64) -> npt.NDArray[np.int64]:
+        """The compiled twin of :meth:`_rule` on ``uint64`` masks (updates ``card`` and ``masks`` in place)."""
 
 
 class _AffinityPartitioner(HolisticPartitioner):
@@ -208,16 +236,15 @@ class _AffinityPartitioner(HolisticPartitioner):
         store.card = (np.asarray(store.card, dtype=np.int64) + np.bincount(placed, minlength=self.n)).tolist()
         return placed
 
-    def _choose(
-        self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
-    ) -> npt.NDArray[np.int64]:
+    def _choose(self, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
+        """Sliding windows or HLL: a key held by a candidate's set stays there, a new one is placed."""
         loads = self.loads
         store = self._sets()
         metric: list[Any] = loads if self.by_tuples else store.card
         find, add = store.find, store.add
         refresh = self.sliding
         choice: list[int] = []
-        for kid, row, c in zip(ids, rows, counts, strict=True):
+        for kid, row, c in zip(ids, cand.tolist(), counts.tolist(), strict=True):
             home = find(kid, row)
             if home < 0:
                 home = row[0]
@@ -230,7 +257,7 @@ class _AffinityPartitioner(HolisticPartitioner):
                 add(kid, home)
             loads[home] += c
             choice.append(home)
-        return np.repeat(np.asarray(choice, dtype=np.int64), count_arr)
+        return np.repeat(np.asarray(choice, dtype=np.int64), counts)
 
 
 class AMPartitioner(_AffinityPartitioner):
@@ -250,54 +277,29 @@ class CAMPartitioner(_AffinityPartitioner):
     by_tuples = True
 
 
-class CMPartitioner(HolisticPartitioner):
+class CMPartitioner(_SpreadingPartitioner):
     """CM: each tuple to the candidate with the fewest distinct keys (Alg. 2); tuple-count agnostic."""
 
     name = "cm"
 
-    def _decide_masks(self, store: KeyMasks, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
-        kernels = holistic_kernels() if self.n <= COMPILED_MAX_N else None
-        if kernels is not None:
-            masks_arr = np.fromiter(store.read(ids), np.uint64, len(ids))
-            card = np.asarray(store.card, dtype=np.int64)
-            runs_arr = np.empty(cand.shape[0] * (cand.shape[1] + 1), dtype=np.int64)
-            lens_arr = np.empty_like(runs_arr)
-            r = kernels.cm_kernel(card, np.ascontiguousarray(cand), counts, masks_arr, runs_arr, lens_arr)
-            runs_arr, lens_arr = runs_arr[:r], lens_arr[:r]
-            store.card = card.tolist()
-            store.write(ids, masks_arr.tolist())
-        else:
-            masks = store.read(ids)
-            runs, run_lens = cm_loop(store.card, cand, counts.tolist(), masks)
-            store.write(ids, masks)
-            runs_arr, lens_arr = np.asarray(runs, dtype=np.int64), np.asarray(run_lens, dtype=np.int64)
-        add = np.bincount(runs_arr, weights=lens_arr, minlength=self.n).astype(np.int64).tolist()
+    def _rule(self, card: list[Any], cand: I64, counts: I64, add: Add) -> npt.NDArray[np.int64]:
+        runs, lens = cm_loop(card, cand, counts.tolist(), add)
+        return self._runs(np.asarray(runs, dtype=np.int64), np.asarray(lens, dtype=np.int64))
+
+    def _compiled(self, kernels: Any, card: I64, cand: I64, counts: I64, masks: U64) -> npt.NDArray[np.int64]:
+        runs = np.empty(cand.shape[0] * (cand.shape[1] + 1), dtype=np.int64)
+        lens = np.empty_like(runs)
+        r = kernels.cm_kernel(card, np.ascontiguousarray(cand), counts, masks, runs, lens)
+        return self._runs(runs[:r], lens[:r])
+
+    def _runs(self, runs: I64, lens: I64) -> npt.NDArray[np.int64]:
+        """Count run-length decisions in ``loads`` and expand them to one combiner per tuple."""
+        add = np.bincount(runs, weights=lens, minlength=self.n).astype(np.int64).tolist()
         self.loads = [a + b for a, b in zip(self.loads, add, strict=True)]
-        return np.repeat(runs_arr, lens_arr)
-
-    def _choose(
-        self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
-    ) -> npt.NDArray[np.int64]:
-        loads, store = self.loads, self._sets()
-        card, add = store.card, store.add
-        combs: list[int] = []
-        lens: list[int] = []
-        for kid, row, c in zip(ids, rows, counts, strict=True):
-            while c > 0:  # at most d+1 rounds: |C| only changes when the key is new at a candidate
-                home = row[0]
-                best = card[home]
-                for x in row[1:]:
-                    if card[x] < best:
-                        home, best = x, card[x]
-                take = 1 if add(kid, home) else c
-                loads[home] += take
-                combs.append(home)
-                lens.append(take)
-                c -= take
-        return np.repeat(np.asarray(combs, dtype=np.int64), np.asarray(lens, dtype=np.int64))
+        return np.repeat(runs, lens)
 
 
-class LMPartitioner(HolisticPartitioner):
+class LMPartitioner(_SpreadingPartitioner):
     """LM: each tuple to the candidate with the lowest hybrid load ``p·L' + (1-p)·C'`` (Alg. 5, Eq. 7-9).
 
     ``p`` (default 0.5) weighs tuple count against cardinality; ``p = 1`` behaves as windowed PKG.
@@ -312,54 +314,12 @@ class LMPartitioner(HolisticPartitioner):
         self.p = float(p)
         self._params["p"] = self.p
 
-    def _decide_masks(self, store: KeyMasks, ids: list[int], cand: I64, counts: I64) -> npt.NDArray[np.int64]:
-        kernels = holistic_kernels() if self.n <= COMPILED_MAX_N else None
-        if kernels is not None:
-            masks_arr = np.fromiter(store.read(ids), np.uint64, len(ids))
-            card = np.asarray(store.card, dtype=np.int64)
-            loads = np.asarray(self.loads, dtype=np.int64)
-            out = np.empty(int(counts.sum()), dtype=np.int64)
-            kernels.lm_kernel(card, loads, self.p, np.ascontiguousarray(cand), counts, masks_arr, out)
-            store.card, self.loads = card.tolist(), loads.tolist()
-            store.write(ids, masks_arr.tolist())
-            return out
-        masks = store.read(ids)
-        seq = lm_loop(store.card, self.loads, self.p, cand, counts.tolist(), masks)
-        store.write(ids, masks)
-        return np.asarray(seq, dtype=np.int64)
+    def _rule(self, card: list[Any], cand: I64, counts: I64, add: Add) -> npt.NDArray[np.int64]:
+        return np.asarray(lm_loop(card, self.loads, self.p, cand, counts.tolist(), add), dtype=np.int64)
 
-    def _choose(
-        self, ids: list[int], rows: list[list[int]], counts: list[int], count_arr: I64
-    ) -> npt.NDArray[np.int64]:
-        loads, store = self.loads, self._sets()
-        card, add = store.card, store.add
-        p, q = self.p, 1.0 - self.p
-        lo_l, hi_l, lo_c, hi_c = min(loads), max(loads), min(card), max(card)
-        out: list[int] = []
-        for kid, row, c in zip(ids, rows, counts, strict=True):
-            for _ in range(c):
-                wl = p / (hi_l - lo_l) if hi_l > lo_l else 0.0
-                wc = q / (hi_c - lo_c) if hi_c > lo_c else 0.0
-                home = row[0]
-                best = wl * (loads[home] - lo_l) + wc * (card[home] - lo_c)
-                for x in row[1:]:
-                    h = wl * (loads[x] - lo_l) + wc * (card[x] - lo_c)
-                    if h < best:
-                        home, best = x, h
-                was = card[home]
-                if add(kid, home):  # |C| changed: keep its range exact
-                    now = card[home]
-                    if now > hi_c:
-                        hi_c = now
-                    elif was == hi_c:
-                        hi_c = max(card)
-                    if was == lo_c or now < lo_c:
-                        lo_c = min(card)
-                v = loads[home]
-                loads[home] = v + 1
-                if v == hi_l:
-                    hi_l = v + 1
-                if v == lo_l:
-                    lo_l = min(loads)
-                out.append(home)
-        return np.asarray(out, dtype=np.int64)
+    def _compiled(self, kernels: Any, card: I64, cand: I64, counts: I64, masks: U64) -> npt.NDArray[np.int64]:
+        loads = np.asarray(self.loads, dtype=np.int64)
+        out = np.empty(int(counts.sum()), dtype=np.int64)
+        kernels.lm_kernel(card, loads, self.p, np.ascontiguousarray(cand), counts, masks, out)
+        self.loads = loads.tolist()
+        return out

@@ -1,11 +1,11 @@
-"""Compiled (numba) versions of the loops of :mod:`router.partitioners.tumbling` (CM, LM, AM, cAM).
+"""Compiled (numba) twins of the rules of :mod:`router.partitioners.holistic_rules` (CM, LM, AM, cAM).
 
-Same arithmetic in the same order as :func:`~router.partitioners.tumbling.cm_loop`,
-:func:`~router.partitioners.tumbling.lm_loop`, :func:`~router.partitioners.tumbling.place_by_cards` and
-:func:`~router.partitioners.tumbling.place_by_loads` (numba compiles without fast-math, so the floating-point
-comparisons of LM give the same decisions; tests compare both). Key masks are ``uint64`` here, so CM and
-LM serve ``n <= 64`` combiners (AM and cAM any ``n``); the Python loops serve the rest and any machine
-without numba.
+Same arithmetic in the same order as :func:`~router.partitioners.holistic_rules.cm_loop`,
+:func:`~router.partitioners.holistic_rules.lm_loop`, :func:`~router.partitioners.holistic_rules.place_by_cards`
+and :func:`~router.partitioners.holistic_rules.place_by_loads` (numba compiles without fast-math, so the
+floating-point comparisons of LM give the same decisions; tests compare both). CM and LM run on the exact
+tumbling store's key masks, ``uint64`` here, so they serve ``n <= 64`` combiners (AM and cAM any ``n``); the
+Python rules serve the rest, the other stores and any machine without numba.
 
 Compiled on first use and cached next to this file (``cache=True``): ~2 s once, ~0.3 s per process after.
 """

@@ -61,8 +61,15 @@ def _check(doc: dict[str, Any], out: Path, configs: tuple[str, ...]) -> None:
             assert lat["counted"] == r["records"]  # every record's latency was found in the results topic
             assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] < 600
     assert {g["goal"].split(":")[0] for g in doc["goals"]} == {f"n={r['n']}" for r in runs}
+    # the warm-up pass ran (unreported) and direct was measured again after the others (the drift control)
+    assert len(doc["warm_up"]["rates"]) == 1 and doc["warm_up"]["rates"][0] > 0
+    if "direct" in configs:
+        (again,) = doc["rechecks"]
+        assert again["exact"] and again["again_rate"] > 0 and again["drift"] is not None
     assert doc["machine"]["cores"] and len(doc["machine"]["load_start"]) == 3
     markdown = (out / "report.md").read_text()
+    assert "Warm-up (unreported): direct backlog passes of 1,000 records" in markdown
+    assert "Direct measured again after the others:" in markdown
     for c in configs:
         assert f"| {c} |" in markdown
     for png in ("latency.png", "tasks.png"):

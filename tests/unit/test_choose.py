@@ -8,6 +8,7 @@ import numpy as np
 import orjson
 import pytest
 
+from router.extract import SourceRecord
 from router.lab.choose.detect import detect_fields
 from router.lab.choose.sample import route_sample, route_spec
 from router.lab.choose.starter import Starter, proposed_route, render_starter
@@ -16,29 +17,9 @@ from schemas.settings import RouteSettings, SkewrouteSettings
 T0 = 1_767_225_600_000
 
 
-class Msg:
-    """The part of a Kafka message the extractor and the detector read."""
-
-    def __init__(self, value: bytes | None, key: bytes | None = None, offset: int = 0, ts: int = T0) -> None:
-        self._v, self._k, self._o, self._ts = value, key, offset, ts
-
-    def value(self) -> bytes | None:
-        return self._v
-
-    def key(self) -> bytes | None:
-        return self._k
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, self._ts + self._o
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self._o
-
-    def topic(self) -> str:
-        return "t"
+def Msg(value: bytes | None, key: bytes | None = None, offset: int = 0, ts: int = T0) -> SourceRecord:  # noqa: N802
+    """A raw record whose Kafka timestamp advances with its offset."""
+    return SourceRecord("t", 0, offset, key, value, ts + offset)
 
 
 def sample(n: int = 2000, **extra: object) -> list[Msg]:

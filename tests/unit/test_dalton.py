@@ -14,7 +14,8 @@ from router import partitioners as P
 from router.partitioners.base import PartitionerState
 from router.partitioners.dalton import DaltonPartitioner
 from router.partitioners.dalton.bandit import weighted_average
-from router.partitioners.dalton.window import SlidingState, SlotTable
+from router.partitioners.dalton.slots import SlotTable
+from router.partitioners.dalton.window import SlidingState
 
 N = 8
 

@@ -1,4 +1,4 @@
-"""The e2e benchmark's computations: per-record latency from the results topic, list-scheduling makespan."""
+"""The e2e benchmark's computations: per-record latency, list-scheduling makespan, warm-up settling and drift."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from router.lab.e2e.measures import list_schedule, percentiles, record_latencies
+from router.lab.e2e.measures import drift, list_schedule, percentiles, record_latencies, settled
 
 
 def test_list_schedule_replays_spark_handing_tasks_to_the_first_free_slot() -> None:
@@ -73,3 +73,22 @@ def test_percentiles() -> None:
     p = percentiles(np.arange(101, dtype=float))
     assert p == {"p50": 50.0, "p95": 95.0, "p99": 99.0}
     assert percentiles([]) == {"p50": None, "p95": None, "p99": None}
+
+
+def test_warm_up_settles_when_two_consecutive_rates_are_close() -> None:
+    # the measured shape of a cold session: the drain rate climbs over the first passes, then levels off
+    assert not settled([4_031.0], 0.15)  # one pass says nothing
+    assert not settled([4_031.0, 9_492.0], 0.15)  # +135 %: still warming
+    assert settled([4_031.0, 9_492.0, 10_500.0], 0.15)  # within 15 % of the larger
+    assert not settled([10_000.0, 8_400.0], 0.15)  # 16 % below: not settled (either direction counts)
+    assert settled([10_000.0, 8_500.0], 0.15)
+    assert not settled([None, 9_000.0], 0.15) and not settled([9_000.0, 0.0], 0.15)  # a pass without a rate
+    with pytest.raises(ValueError, match="tolerance"):
+        settled([1.0, 1.0], -0.1)
+
+
+def test_drift_of_a_rate_measured_twice() -> None:
+    assert drift(4_000.0, 11_000.0) == pytest.approx(1.75)
+    assert drift(10_000.0, 9_000.0) == pytest.approx(-0.1)
+    assert drift(None, 1.0) is None and drift(1.0, None) is None and drift(0.0, 1.0) is None
+    assert drift(1.0, math.nan) is None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from schemas.settings import SparkSettings
+from schemas.spark_settings import SparkSettings
 from spark_consumers import envpack
 from spark_consumers.job import executor_env_conf
 

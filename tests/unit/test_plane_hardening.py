@@ -5,45 +5,22 @@ from __future__ import annotations
 
 import base64
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-from router.extract import Extractor
+from router.extract import Extractor, SourceRecord
 from router.observability import RouterMetrics, WindowTracker
 from router.partitioners import keys as keys_mod
 from router.partitioners.keys import KeyCodec
-from router.plane_parts import SourceRecord, check_sizes, dead_letter, dead_letter_bytes, refused_source
+from router.plane_parts import check_sizes, dead_letter, dead_letter_bytes, refused_source
 from schemas.exceptions import ConfigError, RecordError
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 
-@dataclass
-class Msg:
-    v: bytes | None
-    k: bytes | None = b"k"
-    ts: int = 1_700_000_000_000
-    p: int = 0
-    o: int = 0
-
-    def value(self) -> bytes | None:
-        return self.v
-
-    def key(self) -> bytes | None:
-        return self.k
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self.ts)
-
-    def partition(self) -> int | None:
-        return self.p
-
-    def offset(self) -> int | None:
-        return self.o
-
-    def topic(self) -> str | None:
-        return "raw"
+def Msg(v: bytes | None, k: bytes | None = b"k", ts: int = 1_700_000_000_000, p: int = 0, o: int = 0) -> SourceRecord:  # noqa: N802
+    """A raw record from topic ``raw`` (keyword names as the tests use them)."""
+    return SourceRecord("raw", p, o, k, v, ts)
 
 
 def _route(**kw: object) -> RouteSettings:
@@ -129,6 +106,23 @@ def test_exactly_once_needs_a_stable_instance_id() -> None:
     assert RouterSettings(delivery="exactly_once", instance_id="w1").instance_id == "w1"
 
 
+def test_static_membership_is_tri_state() -> None:
+    """auto by default (resolved per broker at start); true needs the instance id it joins as; bad values named."""
+    from connectors.broker_traits import resolve_static_membership
+
+    assert RouterSettings().static_membership == "auto"
+    with pytest.raises(ValueError, match="static_membership=true needs a stable router.instance_id"):
+        RouterSettings(static_membership=True)
+    assert RouterSettings.model_validate({"static_membership": "false", "instance_id": "w"}).static_membership is False
+    with pytest.raises(ValueError, match="static_membership"):
+        RouterSettings.model_validate({"static_membership": "sometimes"})
+    k = KafkaSettings(bootstrap_servers="127.0.0.1:1")  # never contacted: no decision needs the broker
+    assert resolve_static_membership(True, "w", k) == (True, "router.static_membership is set")
+    assert resolve_static_membership("auto", None, k) == (False, "auto: no explicit router.instance_id")
+    static, why = resolve_static_membership("auto", "w", KafkaSettings(bootstrap_servers="127.0.0.1:1"), 0.5)
+    assert static is False and why.startswith("auto: the broker could not be detected")  # the safe side
+
+
 def test_window_tracker_memory_follows_distinct_keys_in_an_open_window() -> None:
     wt = WindowTracker(4, 1000)
     rng = np.random.default_rng(1)
@@ -181,6 +175,6 @@ def test_a_far_future_record_never_moves_the_window_clock_past_the_tolerance(pol
     assert plane._clock <= time.time() * 1000 + 3_600_000
     if policy == "clamp":
         assert ext.offsets == [0, 1] and combiners.size == 2 and plane._clock >= now + 3_500_000
-        assert ext.times[1] == msgs[1].ts  # the routed record keeps its own time
+        assert ext.times[1] == msgs[1].timestamp()[1]  # the routed record keeps its own time
     else:
         assert ext.offsets == [0] and plane._clock == now - 5 and ext.bad[0].error.field == "timestamp"

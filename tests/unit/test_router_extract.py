@@ -2,40 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import orjson
 import pytest
 
-from router.extract import Extractor
+from router.extract import Extractor, SourceRecord
 from schemas.settings import RouteSettings
 
 
-@dataclass
-class Msg:
-    v: bytes | None
-    k: bytes | None = None
-    ts: tuple[int, int] = (1, 1_700_000_000_000)
-    p: int = 0
-    o: int = 0
-
-    def value(self) -> bytes | None:
-        return self.v
-
-    def key(self) -> bytes | None:
-        return self.k
-
-    def timestamp(self) -> tuple[int, int]:
-        return self.ts
-
-    def partition(self) -> int:
-        return self.p
-
-    def offset(self) -> int:
-        return self.o
-
-    def topic(self) -> str:
-        return "raw"
+def Msg(  # noqa: N802
+    v: bytes | None, k: bytes | None = None, ts: int | None = 1_700_000_000_000, p: int = 0, o: int = 0
+) -> SourceRecord:
+    """A raw record (``ts=None``: no Kafka timestamp)."""
+    return SourceRecord("raw", p, o, k, v, ts)
 
 
 def _route(**kw: object) -> RouteSettings:
@@ -45,7 +23,7 @@ def _route(**kw: object) -> RouteSettings:
 def test_fast_path_default_route() -> None:
     ex = Extractor(_route())
     msgs = [Msg(b'{"key":"a","x":1}', o=0), Msg(b'{"key":7}', o=1), Msg(b"{bad", o=2), Msg(b'{"key":""}', o=3),
-            Msg(b'{"key":"b"}', ts=(0, -1), o=4), Msg(b'{"nokey":1}', o=5), Msg(b'["key"]', o=6)]  # fmt: skip
+            Msg(b'{"key":"b"}', ts=None, o=4), Msg(b'{"nokey":1}', o=5), Msg(b'["key"]', o=6)]  # fmt: skip
     out = ex.extract(msgs)
     assert out.keys == ["a", "7"] and out.offsets == [0, 1] and out.times == [1_700_000_000_000] * 2
     assert out.values == [b'{"key":"a","x":1}', b'{"key":7}']

@@ -5,7 +5,8 @@ import pytest
 
 from schemas.exceptions import ConfigError
 from schemas.partitioner_settings import DaltonSettings, HolisticSettings
-from schemas.settings import KafkaSettings, SkewrouteSettings, join_uri
+from schemas.settings import KafkaSettings, SkewrouteSettings
+from schemas.spark_settings import join_uri
 
 INVALID = [
     ({"routes": [{"raw_topic": "a b"}]}, "routes.0.raw_topic", "'a b'"),

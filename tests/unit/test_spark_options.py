@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from connectors.spark_source import KafkaStreamReader, _Config, kafka_options
-from schemas.settings import KafkaSettings, RouteSettings, SparkSettings
+from schemas.settings import KafkaSettings, RouteSettings
+from schemas.spark_settings import SparkSettings
 from spark_consumers.job import java_kafka_options, read_combiners
 
 SECURE = KafkaSettings(

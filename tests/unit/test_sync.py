@@ -117,10 +117,13 @@ def test_client_prepare_await_and_rounds() -> None:
                       sent_ms=120, seqs={"a": 0}, global_load=9)  # fmt: skip
     upd = c.accept_global(g, 130)
     assert upd == {"qtable": {}, "hot": [7], "expire": [], "global_load": 9}
-    assert c.state is SyncState.PREPARE and c.dsync == 200 and c.next_due == 200 and c.last_latency == 30
+    assert c.state is SyncState.PREPARE and c.dsync == 200 and c.last_latency == 30
+    assert c.grid_offset == 10 and c.next_due == 210  # the reducer's DSYNC grid (sent 120, read at 130)
     assert c.accept_global(g, 140) is None  # same round again
     assert c.accept_global(g.model_copy(update={"round": 4, "sent_ms": 10}), 140) is None  # sent before start-up
     assert c.accept_global(g.model_copy(update={"round": 4, "route": "x"}), 140) is None
+    c.accept_global(g.model_copy(update={"round": 9, "sent_ms": 10**18}), 150)  # any sender time: the next SYNC
+    assert 150 < c.next_due <= 350 and not c.due(151)  # is within one DSYNC, never due at once
 
 
 def test_key_forwarding_only_with_a_sync_per_slide() -> None:

@@ -11,15 +11,8 @@ from router.partitioners import create
 from router.partitioners.accel import holistic_kernels
 from router.partitioners.cardinality import ExactSets
 from router.partitioners.holistic import HolisticPartitioner
-from router.partitioners.tumbling import (
-    KeyMasks,
-    WindowHomes,
-    cm_loop,
-    known_prefix_loads,
-    lm_loop,
-    place_by_cards,
-    place_by_loads,
-)
+from router.partitioners.holistic_rules import cm_loop, lm_loop, place_by_cards, place_by_loads
+from router.partitioners.tumbling import KeyMasks, WindowHomes, known_prefix_loads, mask_adder
 
 
 def general(name: str, n: int, **kw: object) -> HolisticPartitioner:
@@ -95,7 +88,7 @@ def test_compiled_loops_equal_the_python_loops(d: int) -> None:
     card0, loads0 = rng.integers(0, 50, n).tolist(), rng.integers(0, 500, n).tolist()
 
     card, masks = list(card0), list(masks0)
-    runs, lens = cm_loop(card, cand, counts.tolist(), masks)
+    runs, lens = cm_loop(card, cand, counts.tolist(), mask_adder(masks, card))
     k_card, k_masks = np.array(card0, np.int64), np.array(masks0, np.uint64)
     k_runs, k_lens = np.empty(keys * (d + 1), np.int64), np.empty(keys * (d + 1), np.int64)
     r = kernels.cm_kernel(k_card, cand, counts, k_masks, k_runs, k_lens)
@@ -103,7 +96,7 @@ def test_compiled_loops_equal_the_python_loops(d: int) -> None:
     assert k_card.tolist() == card and k_masks.tolist() == masks
 
     card, loads, masks = list(card0), list(loads0), list(masks0)
-    seq = lm_loop(card, loads, 0.5, cand, counts.tolist(), masks)
+    seq = lm_loop(card, loads, 0.5, cand, counts.tolist(), mask_adder(masks, card))
     k_card, k_loads, k_masks = np.array(card0, np.int64), np.array(loads0, np.int64), np.array(masks0, np.uint64)
     out = np.empty(int(counts.sum()), np.int64)
     kernels.lm_kernel(k_card, k_loads, 0.5, cand, counts, k_masks, out)

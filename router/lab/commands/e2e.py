@@ -60,6 +60,9 @@ def e2e_bench(
     out: Path | None = typer.Option(None, "--out", "-o", help="report folder (default reports/e2e-<timestamp>)"),
     quick: bool = typer.Option(False, "--quick", help="a short run for tests (every configuration, small input)"),
     seed: int = typer.Option(1, "--seed", help="workload seed"),
+    warmup: int | None = typer.Option(
+        None, "--warmup", min=0, help="records of each unreported warm-up pass (default: --records; 0: none)"
+    ),
 ) -> None:
     """Measure what routing buys a Spark job against reading the raw topic directly; write a report."""
     from router.lab.e2e.plan import DIRECT, JVM, ROUTED, E2EOptions
@@ -85,7 +88,7 @@ def e2e_bench(
         combiners=(4,) if quick else _ints(combiners, "--combiners"), configs=chosen, routers=1 if quick else routers,
         rate=(1_000.0 if quick else rate) or None, rate_seconds=2.0 if quick else rate_seconds, heavy=heavy,
         bootstrap=bootstrap, kafka_package=kafka_package, out=folder.resolve(), seed=seed,
-        warmup=1_000 if quick else 20_000,
+        warm_passes=1 if quick else 4, warmup=1_000 if quick else (records if warmup is None else warmup),
         timeout_s=180.0 if quick else 600.0, trigger_s=0.5 if quick else 1.0,
     )  # fmt: skip
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -41,7 +41,8 @@ def router_bench(
     ),  # fmt: skip
 ) -> None:
     """Router throughput per partitioner next to a pass-through route (tuples/s, µs per tuple per phase)."""
-    from router.lab.router_bench import WORKLOADS, main
+    from router.lab.router_bench import main
+    from router.lab.router_bench_workloads import WORKLOADS
 
     if mode not in MODES:
         raise typer.BadParameter(" or ".join(MODES), param_hint="--mode")

@@ -67,6 +67,30 @@ def soak(
         raise typer.Exit(1)
 
 
+def memory_soak(
+    records: int = typer.Option(50_000_000, "--records", min=1, help="raw records per partitioner"),
+    keys: int = typer.Option(10_000_000, "--keys", min=1, help="distinct keys (half uniform, half Zipf-hot)"),
+    partitioners: str = typer.Option("all", "--partitioners", "-p", help="comma-separated names, or all"),
+    combiners: int = typer.Option(8, "--combiners", "-n", min=1, help="number of combiners n"),
+    batch: int = typer.Option(20_000, "--batch", min=1, help="records per data-plane batch"),
+    rate: float = typer.Option(10.0, "--rate", min=0.001, help="records per event-time millisecond"),
+    samples: int = typer.Option(40, "--samples", min=4, help="RSS samples per run"),
+    unbounded: str = typer.Option(
+        "", "--unbounded", help="partitioners to run also with the event-time bound off (shows the check can fail)"
+    ),
+    seed: int = typer.Option(0, "--seed", help="seed of the keys"),
+    out: Path = typer.Option(Path(".skewroute/memory_soak"), "--out", "-o", help="folder for the report"),
+) -> None:
+    """Feed many distinct keys and a far-future record through the data plane (no Kafka); exit 1 unless RSS plateaus."""
+    from router.lab.memory_soak import main
+
+    argv = ["--tuples", str(records), "--keys", str(keys), "--partitioners", partitioners, "--combiners",
+            str(combiners), "--batch", str(batch), "--rate", str(rate), "--samples", str(samples),
+            "--unbounded", unbounded, "--seed", str(seed), "--out", str(out)]  # fmt: skip
+    raise typer.Exit(main(argv))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``soak`` to the CLI."""
+    """Add ``soak`` and ``memory-soak`` to the CLI."""
     app.command("soak", rich_help_panel=LAB)(soak)
+    app.command("memory-soak", rich_help_panel=LAB)(memory_soak)

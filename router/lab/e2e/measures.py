@@ -10,6 +10,9 @@ delay until the results reflect as many records of the group as had been produce
 Makespan: the combiner stage of a micro-batch is a set of tasks with measured run times; Spark hands them in
 index order to whichever of its ``C`` task slots frees first (list scheduling). :func:`list_schedule` replays
 that for any ``C``, so the measured task times of a run on 2 cores say what the stage would take on 8 or 32.
+
+Warm-up: the Spark session keeps getting faster over its first few hundred thousand records (JIT, Python
+workers); :func:`settled` says when two consecutive warm-up passes drain at rates close enough to stop warming.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["list_schedule", "percentiles", "record_latencies", "tree_cpu_seconds"]
+__all__ = ["drift", "list_schedule", "percentiles", "record_latencies", "settled", "tree_cpu_seconds"]
 
 
 def list_schedule(task_ms: Sequence[float], cores: int) -> float:
@@ -35,6 +38,25 @@ def list_schedule(task_ms: Sequence[float], cores: int) -> float:
         i = min(range(len(slots)), key=slots.__getitem__)
         slots[i] += float(t)
     return max(slots)
+
+
+def drift(first: float | None, again: float | None) -> float | None:
+    """Relative change of a rate measured twice: ``again / first - 1`` (``None`` when either is missing or 0)."""
+    if first is None or again is None or first <= 0 or not np.isfinite(first) or not np.isfinite(again):
+        return None
+    return again / first - 1.0
+
+
+def settled(rates: Sequence[float | None], tolerance: float) -> bool:
+    """Whether the last two rates differ by at most ``tolerance`` of the larger one (two are needed)."""
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    if len(rates) < 2:
+        return False
+    a, b = rates[-2], rates[-1]
+    if a is None or b is None or a <= 0 or b <= 0:
+        return False
+    return abs(a - b) <= tolerance * max(a, b)
 
 
 def percentiles(values: npt.ArrayLike, qs: Sequence[float] = (50, 95, 99)) -> dict[str, float | None]:

@@ -79,7 +79,10 @@ class E2EOptions:
     bootstrap: str | None = None
     kafka_package: str | None = None  # spark-sql-kafka for the -jvm configurations (default: the job's)
     out: Path = Path("reports/e2e")
-    warmup: int = 50_000
+    warmup: int = 50_000  # records of each unreported warm-up pass (0: none)
+    warm_passes: int = 4  # warm-up passes at most: until two consecutive ones drain at rates within warm_tolerance
+    warm_tolerance: float = 0.15
+    recheck: bool = True  # measure direct's backlog again after the other configurations (drift control)
     timeout_s: float = 600.0
 
     @property

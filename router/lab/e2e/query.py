@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from connectors.spark_source import SHORT_NAME, kafka_options, register_source
 from router.lab.e2e.measures import list_schedule
 from router.lab.e2e.plan import base_config
-from schemas.settings import SkewrouteSettings, join_uri
+from schemas.settings import SkewrouteSettings
+from schemas.spark_settings import join_uri
 from spark_consumers.aggregations import final_aggregates, parse_routed, with_event_watermark
 from spark_consumers.job import JobHandle, agg_spec, java_kafka_options, query_name, start_with_metrics
 from spark_consumers.observability import BatchStats

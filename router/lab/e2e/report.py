@@ -89,11 +89,42 @@ def _table(doc: dict[str, Any], n: int) -> list[str]:
             f"{_f(r['router_cpu_s_per_million'], '.1f')} | {_f(r['total_cpu_us_per_record'], '.1f')} | "
             f"{'yes' if exact else 'NO'} |"
         )
+    lines += _recheck_lines(doc, n)
     rates = {r["latency"]["rate"] for r in rate.values() if "latency" in r}
     if rates:
         exact = ", ".join(c for c, r in rate.items() if r["exactness"]["exact"]) or "none"
         lines += ["", f"Latency phase at {', '.join(f'{x:,.0f}' for x in sorted(rates))} records/s (exact: {exact})."]
     return lines + [""]
+
+
+def _recheck_lines(doc: dict[str, Any], n: int) -> list[str]:
+    """Direct measured again after the other configurations: the noise floor of the ratios against direct."""
+    out = []
+    for c in (c for c in doc.get("rechecks", []) if c["n"] == n):
+        if "error" in c:
+            out.append(f"Direct measured again after the others: failed ({c['error'].splitlines()[0][:200]}).")
+            continue
+        d = c["drift"]
+        out.append(
+            f"Direct measured again after the others: {_f(c['again_rate'])} rec/s (first {_f(c['first_rate'])}, "
+            f"drift {'n/a' if d is None else f'{d:+.0%}'}): ratios against direct are uncertain by about that much."
+        )
+    return ["", *out] if out else []
+
+
+def _warm_line(doc: dict[str, Any]) -> list[str]:
+    w = doc.get("warm_up") or {}
+    if not w.get("records"):
+        return ["Warm-up: none (the first configuration pays for the session's warm-up).", ""]
+    rates = ", ".join(_f(r) for r in w.get("rates", [])) or "none"
+    how = "settled" if w.get("settled") else "**not settled**: the first configuration may still pay warm-up"
+    fail = f" (failed: {w['error'].splitlines()[0][:200]})" if w.get("error") else ""
+    return [
+        f"Warm-up (unreported): direct backlog passes of {w['records']:,} records at n = {w['n']}, drained at "
+        f"{rates} rec/s -- {how} (two consecutive passes within {w['tolerance']:.0%}){fail}. A cold session made "
+        "the first configuration (direct) look ~2x slower than it is.",
+        "",
+    ]
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
@@ -119,6 +150,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "phase's rate. Makespan: the combiner stage's measured task times list-scheduled on C slots, summed over "
         "the steady micro-batches. CPU: Spark's process tree while draining; router workers' while routing.",
         "",
+        *_warm_line(doc),
     ]
     for n in sorted({r["n"] for r in doc["runs"]}, reverse=True):
         lines += _table(doc, n)

@@ -56,9 +56,10 @@ import numpy.typing as npt
 from router.partitioners.base import Partitioner, PartitionerState
 from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward, run_chunks
+from router.partitioners.dalton.slots import KeySlots, SlotTable
 from router.partitioners.dalton.stats import FrequencyStats, StatsMode
 from router.partitioners.dalton.tail import affinity_fill
-from router.partitioners.dalton.window import SlidingState, SlotTable
+from router.partitioners.dalton.window import SlidingState
 from router.partitioners.keys import DEFAULT_HASH_SEED, KeyBatch
 
 __all__ = ["DEFAULT_TAIL", "DaltonPartitioner"]
@@ -76,7 +77,7 @@ DEFAULT_TAIL: TailRule = "affinity"
 _INITIAL_SLOTS = 1 << 14
 
 
-class DaltonPartitioner(Partitioner):
+class DaltonPartitioner(KeySlots, Partitioner):
     """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions of docs/partitioners.md.
 
     Parameters (besides ``n``, ``window``, ``slide``, ``seed``, ``hash_seed``):
@@ -173,58 +174,6 @@ class DaltonPartitioner(Partitioner):
 
     def _hash_count(self) -> int:
         return 2 if self.tail == "affinity" else 1
-
-    # -- slots ---------------------------------------------------------------------------------
-    def _slots_for(self, ids: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint32]) -> IntP:
-        slots = self.slots.find(ids)
-        miss = slots < 0
-        k = int(np.count_nonzero(miss))
-        if k:
-            if len(self.slots.free) < k:
-                self._collect(slots[~miss])
-                cap = self.slots.capacity
-                if len(self.slots.free) < max(k, cap // 4):
-                    self._grow(max(2 * cap, cap + k))
-            new = self.slots.insert(ids[miss])
-            slots[miss] = new
-            h = hashes[miss]
-            self.cand[new, 0] = h[:, 0] % np.uint32(self.n)
-            if self.tail == "affinity":  # distinct_candidates(h, n, 2), inlined for small batches
-                c1 = h[:, 0] % np.uint32(self.n)
-                c2 = h[:, 1] % np.uint32(self.n)
-                self.cand[new, 1] = c1
-                self.cand[new, 2] = np.where(c2 == c1, (c2 + 1) % self.n, c2) if self.n > 1 else c1
-        return slots
-
-    def flush_sync_counts(self) -> None:
-        """Add the pending per-segment counts to ``sync_counts`` (before slots change owners, before a SYNC)."""
-        if self._sync_pending:
-            slots = np.concatenate([s for s, _ in self._sync_pending])
-            counts = np.concatenate([c for _, c in self._sync_pending])
-            self.sync_counts += np.bincount(slots, weights=counts, minlength=self.sync_counts.shape[0]).astype(np.int64)
-            self._sync_pending = []
-
-    def _collect(self, protect: IntP) -> None:
-        """Recycle the slots of keys no state refers to any more."""
-        self.flush_sync_counts()
-        live = self.win.live() | self.stats.live()  # (sync counts of forgotten keys are dropped)
-        live[protect] = True
-        if self.qtable.rows:
-            q = self.slots.find(np.fromiter(self.qtable.rows, dtype=np.uint64, count=len(self.qtable.rows)))
-            live[q[q >= 0]] = True
-        dead = np.flatnonzero(self.slots.used & ~live)
-        if dead.size:
-            self.slots.release(dead)
-            self.sync_counts[dead] = 0
-
-    def _grow(self, capacity: int) -> None:
-        self.flush_sync_counts()
-        self.slots.grow(capacity)
-        self.win.grow(capacity)
-        self.stats.grow(capacity)
-        extra = capacity - self.sync_counts.shape[0]
-        self.sync_counts = np.concatenate([self.sync_counts, np.zeros(extra, dtype=np.int64)])
-        self.cand = np.concatenate([self.cand, np.zeros((extra, 3), dtype=np.int16)])
 
     # -- time ----------------------------------------------------------------------------------
     def _advance(self, t: float) -> None:

@@ -1,0 +1,168 @@
+"""Group membership of a route's data plane: what happens when raw partitions are assigned, revoked or lost.
+
+:class:`PlaneRebalance` is a mixin of :class:`router.dataplane.RouteDataPlane`; its callbacks run inside the
+consumer's ``consume()``, i.e. on the data-plane thread between two batches. What it guarantees:
+
+* on assignment, a partition whose group offset is below the one this worker committed last means the broker
+  lost its state: the worker stops with a :class:`~schemas.exceptions.BrokerError` (with ``exactly_once``, a
+  broker that kept the records but dropped a transactional offset commit is replayed from the group's offsets
+  instead); committed offsets below the log start (retention deleted raw records unread) fail or are logged
+  and skipped, as ``router.on_data_loss`` says;
+* on revoke, the batch in flight is delivered and committed before the partitions move;
+* on loss (the session expired: the partitions already belong to others), the batch in flight is dropped
+  uncommitted: its new owners replay it and consumers deduplicate on the source position ``(tp, p, o)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from connectors.kafka_offsets import make_probe_consumer
+from connectors.retention import DataLossError, find_lost_ranges
+from router.observability import RouteMetrics
+from router.plane_health import PlaneHealth
+from router.plane_parts import PendingBatch
+from schemas.exceptions import BrokerError
+from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
+
+__all__ = ["PlaneRebalance", "records_readable"]
+
+log = logging.getLogger("router.dataplane")
+
+
+class PlaneRebalance:
+    """The rebalance callbacks of :class:`~router.dataplane.RouteDataPlane` (assign, revoke, lost)."""
+
+    kafka: KafkaSettings
+    router: RouterSettings
+    route: RouteSettings
+    metrics: RouteMetrics
+    health: PlaneHealth
+    consumer: Any
+    group_id: str
+    exactly_once: bool
+    assignment: set[int]
+    _pending: PendingBatch | None
+    _committed: dict[int, int]
+
+    def _complete(self) -> None:
+        """Deliver and commit the batch in flight (the data plane's)."""
+        raise NotImplementedError
+
+    def _on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        self._check_committed(consumer, parts)
+        self._check_retention(consumer, parts)
+        self.health.joined = True
+        self.assignment |= {p.partition for p in parts}
+        self.metrics.assigned.set(len(self.assignment))
+        self.metrics.rebalances.inc()
+        log.info("route %s: assigned %s", self.route.route_name, sorted(p.partition for p in parts))
+
+    def _check_committed(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        """Fail if the group's committed offset of a partition is below the one this worker committed.
+
+        That happens when the broker lost its state (an in-memory broker restarted: topics, records and group
+        offsets are gone, and the consumer would wait silently past the end of the new, empty partitions); the
+        routed records acknowledged before may be gone too, so the worker must not go on as if nothing happened.
+        """
+        mine = {p.partition: self._committed[p.partition] for p in parts if p.partition in self._committed}
+        if not mine:
+            return
+        asked = [TopicPartition(self.route.raw_topic, p) for p in mine]
+        now = {tp.partition: tp.offset for tp in consumer.committed(asked, timeout=10)}
+        lost = {p: (o, now.get(p)) for p, o in mine.items() if now.get(p, -1) < o}  # -1001: no offset at all
+        want = {p: o - 1 for p, (o, _) in lost.items() if o > 0}  # the records just below this worker's commits
+        if lost and self.exactly_once and records_readable(self.kafka, self.route.raw_topic, want):
+            # the broker kept the records but not the offsets of a transaction committed during the rebalance
+            # (Tansu): resume from the group's offsets; the replayed records carry the same (tp, p, o)
+            log.warning(
+                "route %s: the broker did not apply this worker's transactional offset commit on %s (partitions "
+                "%s); replaying from the group's offsets (duplicates keep their source position)",
+                self.route.route_name, self.route.raw_topic, sorted(lost),
+            )  # fmt: skip
+            for p in lost:
+                self._committed.pop(p, None)
+            return
+        if lost:
+            p, (o, n) = next(iter(lost.items()))
+            raise BrokerError(
+                f"route {self.route.route_name}: the broker lost the committed offsets of group {self.group_id} "
+                f"on {self.route.raw_topic} (partition {p}: committed {o}, the broker now has "
+                f"{'none' if n is None or n < 0 else n}; {len(lost)} partition(s)): it lost its state (a restart of "
+                f"an in-memory broker?); routed records acknowledged before may be lost. Stopping the worker"
+            )
+
+    def _check_retention(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        """Committed offsets below the log start: retention deleted raw records unread (connectors/retention.py)."""
+        lost = find_lost_ranges(consumer, self.route.raw_topic, [p.partition for p in parts])
+        if lost and self.router.on_data_loss == "fail":
+            raise DataLossError(self.group_id, lost)
+        for r in lost:
+            log.error(
+                "route %s: data loss on %s partition %d: offsets %d..%d deleted before they were routed; "
+                "skipped (router.on_data_loss: skip)",
+                self.route.route_name, r.topic, r.partition, r.committed, r.log_start - 1,
+            )  # fmt: skip
+
+    def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        # called inside consume(), between batches: commit the batch in flight before the partitions move
+        self._complete()
+        self._forget(parts)
+        log.info("route %s: revoked %s", self.route.route_name, sorted(p.partition for p in parts))
+
+    def _on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        # the partitions already belong to others (session expired): committing is impossible and would be wrong;
+        # drop the batch in flight uncommitted (its new owners replay it; consumers deduplicate on (tp, p, o))
+        dropped = self._pending
+        self._pending = None
+        self.health.waiting_since = None
+        if dropped is not None:
+            self.metrics.dropped_batches.inc()
+        self._forget(parts)
+        log.warning(
+            "route %s: lost %s; dropped the batch in flight (%d records) without committing",
+            self.route.route_name, sorted(p.partition for p in parts), dropped.consumed if dropped else 0,
+        )  # fmt: skip
+
+    def _rewind(self, msgs: list[Message]) -> None:
+        """Seek back to the first offset of each partition of an uncommitted batch (it is read again)."""
+        first: dict[int, int] = {}
+        for m in msgs:
+            first.setdefault(m.partition() or 0, m.offset() or 0)
+        for p, o in first.items():
+            with contextlib.suppress(KafkaException):  # no longer ours: the new owner starts from the commit
+                self.consumer.seek(TopicPartition(self.route.raw_topic, p, o))
+        self.metrics.dropped_batches.inc()
+
+    def _forget(self, parts: list[TopicPartition]) -> None:
+        gone = {p.partition for p in parts}
+        self.assignment -= gone
+        self.health.revoked(gone)
+        self.metrics.assigned.set(len(self.assignment))
+        self.metrics.rebalances.inc()
+
+
+def records_readable(kafka: KafkaSettings, topic: str, want: dict[int, int], timeout: float = 10.0) -> bool:
+    """Whether the record at offset ``want[p]`` of every partition ``p`` of ``topic`` can still be read."""
+    probe = make_probe_consumer(kafka.librdkafka("consumer"))  # assign only, EOF events on
+    try:
+        probe.assign([TopicPartition(topic, p, o) for p, o in want.items()])
+        found: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(found) < len(want) and time.monotonic() < deadline:
+            msg = probe.poll(0.5)
+            if msg is None:
+                continue
+            err, part = msg.error(), msg.partition()
+            if err is None and part is not None and msg.offset() == want.get(part):
+                found.add(part)
+            elif err is not None and err.code() != KafkaError._PARTITION_EOF:
+                return False
+        return len(found) == len(want)
+    finally:
+        probe.close()

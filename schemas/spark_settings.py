@@ -1,0 +1,106 @@
+"""Settings of the Spark consumer job (the ``spark:`` section of a config), and URI joining for its locations."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
+
+from schemas.model import FrozenModel
+
+__all__ = ["Aggregation", "SparkSettings", "join_uri"]
+
+Aggregation = Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k"]
+_DEFAULT_AGGREGATIONS: tuple[Aggregation, ...] = ("count", "sum", "min", "max", "mean")
+
+
+class SparkSettings(FrozenModel):
+    """Spark consumer job settings."""
+
+    master: str = Field("local[2]", description="Spark master URL (ignored under spark-submit)")
+    source: Literal["python", "kafka"] = Field(
+        "python", description="Kafka reader: skewroute's Python data source, or Spark's built-in format('kafka')"
+    )
+    trigger_interval: str = Field("5 seconds", description="processing-time trigger")
+    max_records_per_trigger: int = Field(250_000, ge=1, description="records per micro-batch at most")
+    starting_offsets: str = Field("earliest", description="earliest, latest, or a JSON offsets dict")
+    watermark: str = Field("10 seconds", description="event-time watermark delay")
+    window: str = Field("10 seconds", description="aggregation window length")
+    slide: str | None = Field(None, description="aggregation slide (None = tumbling)")
+    aggregations: list[Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k"]] = Field(
+        default_factory=lambda: list(_DEFAULT_AGGREGATIONS), description="aggregates per key and window"
+    )
+    output_mode: Literal["update", "append"] = Field("update", description="Structured Streaming output mode")
+    sink: Literal["kafka", "parquet", "console"] = Field("kafka", description="where final aggregates go")
+    results_topic: str | None = Field(None, description="results topic (default: <raw_topic>.results)")
+    output_path: str = Field(
+        ".skewroute/results",
+        min_length=1,
+        description="Parquet output root, one folder per route: a path or a URI (file://, s3a://, hdfs://), "
+        "passed to Spark untouched",
+    )
+    checkpoint_dir: str = Field(
+        ".skewroute/checkpoints",
+        min_length=1,
+        description="checkpoint root, one folder per route: a path or a URI (file://, s3a://, hdfs://), passed to "
+        "Spark untouched; on a cluster, storage every executor and a restarted driver can reach",
+    )
+    progress_log: Path = Field(Path(".skewroute/progress.jsonl"), description="per-batch observability log")
+    shuffle_partitions: int = Field(8, ge=1, le=4096, description="reducers m = spark.sql.shuffle.partitions")
+    dedupe: bool = Field(
+        False, description="drop replayed routed records on their source position (tp, p, o) within the watermark"
+    )
+    isolation_level: Literal["read_committed", "read_uncommitted", "auto"] = Field(
+        "read_committed",
+        description="reading transactional combiner topics; read_uncommitted (with dedupe) on Tansu, which never "
+        "aborts a killed exactly_once worker's open transaction; auto: detect the broker (read_committed on "
+        "Apache Kafka, read_uncommitted on Tansu)",
+    )
+    item_field: str | None = Field(
+        None, description="dotted JSON path in the raw record for approx_distinct/top_k (default: the measure)"
+    )
+    top_k: int = Field(5, ge=1, le=1000, description="k of the top_k aggregate")
+    approx_rsd: float = Field(0.05, gt=0, lt=0.4, description="relative standard deviation of approx_distinct")
+    kafka_package: str | None = Field(
+        None,
+        description="Maven coordinate of spark-sql-kafka for source=kafka (default: the newest published, 4.2.0)",
+    )
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration (spark.* keys)")
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535, description="serve the per-batch combiner metrics for Prometheus on this port"
+    )
+    fail_on_data_loss: bool = Field(
+        True,
+        description="failOnDataLoss: fail when checkpointed offsets are gone (topic recreated, truncated, aged out); "
+        "false skips them with a warning",
+    )
+    min_partitions: int | None = Field(
+        None, ge=1, le=65536, description="minPartitions: cut large combiner partitions into offset ranges"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.sink == "parquet" and self.output_mode != "append":
+            raise ValueError(
+                f"sink=parquet needs output_mode=append (got output_mode={self.output_mode!r}): the file sink "
+                "writes each window once, when the watermark closes it"
+            )
+        if not self.master.startswith("local") and _is_relative_local(self.checkpoint_dir):
+            raise ValueError(
+                f"checkpoint_dir={self.checkpoint_dir!r} is a relative local path but master={self.master!r} is "
+                "not local: executors and a restarted driver resolve it on their own machines and working "
+                "folders; give an absolute path on shared storage or a URI (hdfs://, s3a://, file:///shared/...)"
+            )
+        return self
+
+
+def join_uri(root: str, name: str) -> str:
+    """``root/name`` for a path or a URI, without touching the scheme (``s3a://b/ck`` + ``r`` = ``s3a://b/ck/r``)."""
+    return f"{root.rstrip('/')}/{name}" if root.rstrip("/") else f"/{name}"
+
+
+def _is_relative_local(location: str) -> bool:
+    """A plain path (no ``scheme://``/``scheme:/``) that is not absolute."""
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", location) is None and not location.startswith("/")
