@@ -43,10 +43,15 @@ class DemoInput:
     def __len__(self) -> int:
         return int(self.keys.shape[0])
 
-    def encoded(self) -> list[bytes]:
-        """The JSON value of every record."""
+    def encoded(self, fields: tuple[str, str, str] = (KEY_FIELD, TIME_FIELD, VALUE_FIELD)) -> list[bytes]:
+        """The JSON value of every record, with ``fields`` naming its key, time and value.
+
+        Each value is copied out of ``orjson.dumps``' result: orjson returns bytes that keep about 4 KB of
+        allocation each, so holding millions of them (a rate phase) took ~4 KB per record instead of ~70 B.
+        """
+        kf, tf, vf = fields
         return [
-            orjson.dumps({KEY_FIELD: k, TIME_FIELD: t, VALUE_FIELD: v})
+            bytes(memoryview(orjson.dumps({kf: k, tf: t, vf: v})))
             for k, t, v in zip(self.keys.tolist(), self.times.tolist(), self.values.tolist(), strict=True)
         ]
 
@@ -77,13 +82,17 @@ class Producer:
 
     def __init__(self, kafka: KafkaSettings, topic: str, data: DemoInput, rate: float) -> None:
         self.kafka, self.topic, self.data, self.rate = kafka, topic, data, rate
-        self.values = data.encoded()
+        self.values = self._encode(data)
         self.sent = 0
         self.first_s: float | None = None
         self.done_s: float | None = None
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
+
+    def _encode(self, data: DemoInput) -> list[bytes]:
+        """The records' Kafka values (a hook for subclasses)."""
+        return data.encoded()
 
     @staticmethod
     def create_topic(kafka: KafkaSettings, topic: str) -> None:

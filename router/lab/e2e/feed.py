@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import orjson
 
 from connectors.kafka import make_producer, produce_waiting
 from router.lab.demo.processes import Child, Processes, router_command
@@ -29,10 +28,7 @@ __all__ = ["KeyedProducer", "Routers", "encode_raw"]
 
 def encode_raw(data: DemoInput) -> list[bytes]:
     """``{"k": key, "t": event ms, "x": measure}`` per record (the routed wire format's field names)."""
-    return [
-        orjson.dumps({"k": k, "t": t, "x": x})
-        for k, t, x in zip(data.keys.tolist(), data.times.tolist(), data.values.tolist(), strict=True)
-    ]
+    return data.encoded(("k", "t", "x"))
 
 
 class KeyedProducer(Producer):
@@ -40,8 +36,10 @@ class KeyedProducer(Producer):
 
     def __init__(self, kafka: KafkaSettings, topic: str, data: DemoInput, rate: float) -> None:
         super().__init__(kafka, topic, data, rate)
-        self.values = encode_raw(data)
         self.sent_s: npt.NDArray[np.float64] = np.full(len(data), np.nan)
+
+    def _encode(self, data: DemoInput) -> list[bytes]:
+        return encode_raw(data)
 
     tick_s = 0.005
     flush_s = 120.0
