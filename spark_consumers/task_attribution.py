@@ -7,16 +7,20 @@ order its source planned them:
   ``minPartitions`` cuts ranges into pieces), so task ``i`` is combiner ``i`` whenever there are exactly as
   many tasks as partitions (method ``source-order``).
 * Spark's JVM Kafka source (``spark.source: kafka``) builds its ranges from a hash map of topic partitions and
-  drops the empty ones, so its task order says nothing about the partition. No task metric or accumulator
-  names the partition either (its input metrics count records and bytes only), so the tasks are matched to
+  drops the empty ones, so its task order says nothing about the partition. No task metric names the
+  partition either (input metrics count records and bytes; the reader's custom metrics count data loss and
+  out-of-range offsets, as of spark-sql-kafka 4.2.0), so the tasks are matched to
   partitions by size: a partition's offset delta in the batch (end - start, from the progress event) is the
   number of records its task read, plus the transaction markers of a transactional topic (markers take
-  offsets but are never returned), so the delta is never smaller than the count. With exactly one task per
-  non-empty partition, tasks and non-empty partitions are paired by rank: largest count with largest delta,
-  ties in task order and partition order. When every task's count equals its partition's delta the pairing is
-  exact (``by-records``; tied partitions read the same count, only their task times may swap); when deltas
-  exceed counts (markers) it is the best guess by rank (``by-rank``: sorted pairing is feasible whenever any
-  pairing is, but two partitions whose marker counts differ may swap when their record counts are close).
+  offsets but are never returned, and so do aborted records under ``read_committed``), so a task never read
+  more records than its partition's delta. With exactly one task per non-empty partition, tasks and non-empty
+  partitions are paired by rank: largest count with largest delta, ties in task order and partition order.
+  When the counts fit the deltas in one way only (for every count ``v``, as many partitions have a delta
+  ``>= v`` as tasks have a count ``>= v``: always so without markers, where counts equal deltas) the
+  per-combiner counts are exact (``by-records``; tasks with equal counts may swap their times). Otherwise
+  (markers, and counts close enough to fit either way) the rank pairing is a best guess (``by-rank``): of the
+  pairings that fit, it spreads the markers most evenly over the partitions, as a transaction's commit marks
+  every partition it wrote to.
   Partitions with an empty range get no task: 0 records and 0 ms.
 
 When the tasks cannot be matched (more or fewer tasks than partitions, e.g. ``minPartitions`` split a range;
@@ -73,14 +77,17 @@ def match_by_records(task_records: Sequence[int], deltas: Sequence[int]) -> Attr
     by_delta = sorted(full, key=lambda i: (-deltas[i], i))
     by_count = sorted(range(len(task_records)), key=lambda j: (-task_records[j], j))
     tasks: list[int | None] = [None] * len(deltas)
-    exact = True
     for part, task in zip(by_delta, by_count, strict=True):
         if task_records[task] > deltas[part]:
             why = f"task {task} read {task_records[task]} records, more than partition {part}'s {deltas[part]} offsets"
             return Attribution(task_order, UNATTRIBUTED, why)
-        exact = exact and task_records[task] == deltas[part]
         tasks[part] = task
-    return Attribution(tasks, BY_RECORDS if exact else BY_RANK)
+    return Attribution(tasks, BY_RECORDS if _one_fit(task_records, [deltas[i] for i in full]) else BY_RANK)
+
+
+def _one_fit(counts: Sequence[int], deltas: Sequence[int]) -> bool:
+    """Whether every pairing with count <= delta gives each partition the same count (see the module docstring)."""
+    return all(sum(d >= v for d in deltas) == sum(c >= v for c in counts) for v in set(counts))
 
 
 def attribute_tasks(source: str, task_records: Sequence[int], deltas: Sequence[int]) -> Attribution:

@@ -44,13 +44,22 @@ def test_ties_pair_in_task_order_and_partition_order() -> None:
     assert a.tasks == [0, 2, 1]  # first tied partition gets the first tied task
 
 
-def test_transaction_markers_make_deltas_larger_than_counts_matched_by_rank() -> None:
-    deltas = [103, 12, 55]  # 100, 10 and 52 records plus commit markers
+def test_markers_make_deltas_larger_than_counts_still_exact_when_counts_fit_one_way() -> None:
+    deltas = [103, 12, 55]  # 100, 10 and 52 records plus commit markers: 100 fits only 103, 52 only 55 then
     task_records = [52, 100, 10]
     a = attribute_tasks("kafka", task_records, deltas)
-    assert a.method == BY_RANK
+    assert a.method == BY_RECORDS
     assert a.tasks == [1, 2, 0]
     assert a.reorder(task_records) == [100, 10, 52]
+
+
+def test_markers_with_close_counts_are_a_rank_guess_spreading_markers_evenly() -> None:
+    # 600 records + 2 markers in partition 0 and 601 + 0 in partition 1 fit as well as 601 + 1 and 600 + 1:
+    # both pairings are possible; rank takes the even one (one marker each) and says it guessed.
+    a = attribute_tasks("kafka", [600, 601], [602, 601])
+    assert a.method == BY_RANK
+    assert a.tasks == [1, 0]
+    assert a.reorder([600, 601]) == [601, 600]
 
 
 def test_task_count_mismatch_keeps_task_order_and_flags_it() -> None:
