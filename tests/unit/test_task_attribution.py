@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_consumers.observability import source_deltas, source_kind
+from spark_consumers.observability import CombinerMetricsListener, source_deltas, source_kind
 from spark_consumers.task_attribution import (
     BY_RANK,
     BY_RECORDS,
@@ -104,3 +104,9 @@ def test_source_kind_and_deltas_from_progress_sources() -> None:
     assert source_kind([]) == "python"
     assert source_deltas([jvm]) == [3, 0]
     assert source_deltas([py]) == [3]
+
+
+def test_listener_refuses_an_unknown_source_by_name() -> None:
+    with pytest.raises(ValueError, match="source=.*'jdbc'"):
+        CombinerMetricsListener(None, source="jdbc")  # type: ignore[arg-type]
+    assert CombinerMetricsListener(None, source="kafka").source == "kafka"  # type: ignore[arg-type]
