@@ -239,12 +239,17 @@ def start_job(
         from connectors.kafka import make_admin
 
         ensure_topics(make_admin(settings.kafka), [results_topic_spec(results_topic_name(settings, route), route)])
-    return start_with_metrics(spark, writer, name, settings.spark.progress_log)
+    return start_with_metrics(spark, writer, name, settings.spark.progress_log, source=settings.spark.source)
 
 
-def start_with_metrics(spark: SparkSession, writer: Any, name: str, progress_log: Path | None) -> JobHandle:
-    """Start ``writer`` (query ``name``) with the per-combiner metrics listener attached."""
-    listener = CombinerMetricsListener(spark, progress_log, {name})
+def start_with_metrics(
+    spark: SparkSession, writer: Any, name: str, progress_log: Path | None, *, source: str | None = None
+) -> JobHandle:
+    """Start ``writer`` (query ``name``) with the per-combiner metrics listener attached.
+
+    ``source`` (``spark.source``) tells the listener how to map tasks to combiners; ``None``: from the progress.
+    """
+    listener = CombinerMetricsListener(spark, progress_log, {name}, source)
     spark.streams.addListener(listener)
     try:
         query = writer.start()

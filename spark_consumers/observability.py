@@ -4,10 +4,15 @@ A :class:`StreamingQueryListener` reacts to each ``QueryProgressEvent``; it find
 micro-batch through the status tracker (a streaming query runs its jobs in a job group named by its run id),
 takes the *combiner stage* -- the stage that reads the source and writes the shuffle, i.e. the scan tasks
 with Spark's partial aggregation -- and reads every task of it from the status store through py4j (works with
-the UI disabled). Task ``i`` of that stage is combiner ``i`` with skewroute's source (it plans partitions in
-order). Spark's JVM Kafka source (``spark.source: kafka``) plans its tasks in an order of its own (seen in
-``spark-bench``: the same per-task record counts as the Python source's, permuted), so with it the per-task lists
-are one entry per combiner but not indexed by combiner; max/median ratios and sums do not depend on the order.
+the UI disabled). The per-task lists are then put in combiner order (entry ``i`` is combiner ``i``, i.e.
+partition ``i`` of the combiner topic) by :mod:`spark_consumers.task_attribution`: with skewroute's Python
+source task ``i`` is partition ``i``; Spark's JVM Kafka source (``spark.source: kafka``) plans its tasks in an
+order of its own and drops empty ranges, so its tasks are matched to partitions by their record counts against
+the batch's per-partition offset deltas. ``combiner_attribution`` says how each batch was attributed
+(``source-order``, ``by-records`` exact, ``by-rank`` best guess when transaction markers make deltas exceed
+counts, ``unattributed`` when the tasks cannot be matched: Spark's task order kept, sums and ratios still
+right). The source is given by the job (``spark.source``) or, when not, read from the progress event (the JVM
+source describes itself as ``KafkaV2[...]``).
 
 Per batch it records: ``combiner_task_ms`` (executor run time per combiner), ``combiner_records`` (records read
 per combiner), ``shuffled_partials`` (shuffle records written by the combiner stage = partial aggregates sent
@@ -31,7 +36,16 @@ from prometheus_client import Counter, Gauge, Histogram
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-__all__ = ["BatchStats", "CombinerMetricsListener", "combiner_stage_stats", "source_lag"]
+from spark_consumers.task_attribution import attribute_tasks, partition_deltas
+
+__all__ = [
+    "BatchStats",
+    "CombinerMetricsListener",
+    "combiner_stage_stats",
+    "source_deltas",
+    "source_kind",
+    "source_lag",
+]
 
 _STRAGGLER = Gauge("skewroute_spark_straggler_ratio", "max/median combiner task time, last batch", ["query"])
 _PARTIALS = Gauge("skewroute_spark_shuffled_partials", "partial aggregates shuffled to reducers, last batch", ["query"])
@@ -70,6 +84,7 @@ class BatchStats:
     phase_ms: dict[str, int] = field(default_factory=dict)
     lag: dict[str, int] = field(default_factory=dict)
     skipped_partitions: int = 0
+    combiner_attribution: str = ""
 
     def to_json(self) -> str:
         """One JSON line."""
@@ -104,6 +119,19 @@ def source_lag(sources: list[Any]) -> tuple[dict[str, int], int]:
                 if p in latest.get(t, {}):
                     lag[f"{t}[{p}]"] = max(0, latest[t][p] - e)
     return lag, skipped
+
+
+def source_kind(sources: list[Any]) -> str:
+    """``kafka`` when the query reads Spark's JVM Kafka source (described ``KafkaV2[...]``), else ``python``."""
+    return "kafka" if any(str(getattr(s, "description", "")).startswith("KafkaV2") for s in sources) else "python"
+
+
+def source_deltas(sources: list[Any]) -> list[int]:
+    """Per-partition offset deltas (end - start) of the batch, one per partition (combiner) in order."""
+    deltas: list[int] = []
+    for src in sources:
+        deltas.extend(partition_deltas(_offsets(src.startOffset), _offsets(src.endOffset)))
+    return deltas
 
 
 def _opt(o: Any) -> Any:
@@ -163,8 +191,18 @@ def combiner_stage_stats(spark: SparkSession, job_ids: list[int], wait_s: float 
 class CombinerMetricsListener(StreamingQueryListener):
     """Collects :class:`BatchStats` for every progress event of the queries it watches."""
 
-    def __init__(self, spark: SparkSession, progress_log: Path | None = None, query_names: set[str] | None = None):
+    def __init__(
+        self,
+        spark: SparkSession,
+        progress_log: Path | None = None,
+        query_names: set[str] | None = None,
+        source: str | None = None,
+    ):
+        """``source``: ``python`` or ``kafka`` (``spark.source``); ``None`` reads it from each progress event."""
+        if source not in (None, "python", "kafka"):
+            raise ValueError(f"source must be 'python', 'kafka' or None (got source={source!r})")
         self._session = spark
+        self.source = source
         self.progress_log = progress_log
         self.query_names = query_names
         self.stats: list[BatchStats] = []
@@ -213,8 +251,13 @@ class CombinerMetricsListener(StreamingQueryListener):
         stats.lag, stats.skipped_partitions = source_lag(p.sources or [])
         if stage is not None:
             tasks = stage["tasks"]
-            stats.combiner_task_ms = [t["run_ms"] for t in tasks]
-            stats.combiner_records = [t["records"] for t in tasks]
+            sources = list(p.sources or [])
+            attribution = attribute_tasks(
+                self.source or source_kind(sources), [t["records"] for t in tasks], source_deltas(sources)
+            )
+            stats.combiner_task_ms = attribution.reorder([t["run_ms"] for t in tasks])
+            stats.combiner_records = attribution.reorder([t["records"] for t in tasks])
+            stats.combiner_attribution = attribution.method
             stats.shuffled_partials = sum(t["shuffle_written"] for t in tasks)
             med = statistics.median(stats.combiner_task_ms)
             stats.straggler_ratio = round(max(stats.combiner_task_ms) / med, 3) if med > 0 else None

@@ -70,7 +70,7 @@ def _start(spark: Any, settings: SkewrouteSettings, mode: str) -> Any:
     df = parse_routed(raw) if mode == "source" else raw
     name = query_name(route)
     writer = df.writeStream.queryName(name).format("noop").option("checkpointLocation", str(cfg.checkpoint_dir))
-    return start_with_metrics(spark, writer.trigger(availableNow=True), name, cfg.progress_log)
+    return start_with_metrics(spark, writer.trigger(availableNow=True), name, cfg.progress_log, source=cfg.source)
 
 
 def run(
