@@ -18,6 +18,7 @@ from router.lab.e2e.plan import DIRECT, JVM, ROUTED, E2EOptions, RunSpec, base_c
 from schemas.settings import SparkSettings
 from spark_consumers.job import DEFAULT_KAFKA_PACKAGE, session_conf
 from spark_consumers.lab.bench import parse_sources, session_spark
+from tests.unit.test_spark_options import _Reader  # the recording fake of spark.readStream
 
 PKG = "org.apache.spark:spark-sql-kafka-0-10_2.13:9.9.9"
 
@@ -59,29 +60,6 @@ def test_e2e_jvm_configurations_mirror_the_python_ones(tmp_path: Path) -> None:
         assert session_conf(settings.spark)["spark.jars.packages"] == PKG
     plain = RunSpec("dalton", 4, "backlog", "p", tmp_path / "d", "127.0.0.1:1", opts)
     assert not plain.jvm and config_doc(plain)["spark"]["source"] == "python"
-
-
-class _Reader:
-    """Records what the e2e query's ``_read`` asks of ``spark.readStream``."""
-
-    def __init__(self) -> None:
-        self.fmt: str | None = None
-        self.opts: dict[str, str] = {}
-
-    def format(self, fmt: str) -> _Reader:
-        self.fmt = fmt
-        return self
-
-    def options(self, **kw: str) -> _Reader:
-        self.opts.update(kw)
-        return self
-
-    def option(self, k: str, v: str) -> _Reader:
-        self.opts[k] = v
-        return self
-
-    def load(self) -> _Reader:
-        return self
 
 
 class _Spark:
