@@ -54,6 +54,18 @@ _LOG4J2 = """Configuration:
 """
 
 
+def _cluster_id() -> str:
+    """A KRaft cluster id: a random UUID as 22 URL-safe base64 characters.
+
+    One in 64 of them starts with ``-``, which the storage tool's argument parser would take for an option
+    (``--cluster-id: expected one argument``); such ids are drawn again.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
 @dataclass
 class KafkaNode:
     """One combined controller+broker node."""
@@ -139,7 +151,7 @@ class ApacheKafkaCluster:
             KafkaNode(i + 1, ports[i], free_port(self.host), self.directory / f"node-{i + 1}")
             for i in range(self.nodes)
         ]
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = _cluster_id()
         for m in self.members:
             (m.directory / "data").mkdir(parents=True)
             m.config.write_text(self._properties(m))
@@ -211,7 +223,9 @@ class ApacheKafkaCluster:
     def _format(self, jars: Path, cluster_id: str, timeout: float) -> None:
         procs = []
         for m in self.members:
-            cmd = self._java(jars, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(m.config))
+            cmd = self._java(
+                jars, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(m.config)
+            )
             if self.scram_users:
                 for user, pw in self.scram_users.items():
                     cmd += ["--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={pw}]"]

@@ -30,7 +30,7 @@ from tests.integration.spark_support import T0, Rec, assert_same, read_results, 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
 N = 4
-RECORDS = 6_000
+RECORDS = 30_000  # enough micro-batches of 400 to outlast every stall below
 
 
 def _start_streaming(spark: Any, settings: SkewrouteSettings) -> JobHandle:
@@ -54,7 +54,7 @@ def test_sink_stalled_mid_batch_never_leaves_an_older_value_after_a_newer_one(sp
         kafka = KafkaSettings(bootstrap_servers=broker.bootstrap, producer={"message.timeout.ms": 3000})
         rng = random.Random(11)
         keys = [f"k{i}" for i in range(12)]  # few keys: every micro-batch rewrites the same (window, key)s
-        recs = [Rec(rng.choice(keys), T0 + i * 6, float(rng.randrange(1000))) for i in range(RECORDS)]  # 36 s
+        recs = [Rec(rng.choice(keys), T0 + i * 6, float(rng.randrange(1000))) for i in range(RECORDS)]  # 180 s
         settings = SkewrouteSettings.load(
             kafka=kafka.model_dump(),
             routes=[{"raw_topic": topic, "combiners": N}],
@@ -74,7 +74,7 @@ def test_sink_stalled_mid_batch_never_leaves_an_older_value_after_a_newer_one(sp
 
         handle = _start_streaming(spark, settings)
         try:
-            for _ in range(8):  # freeze the broker until a sink task gives up (or the query fails otherwise)
+            for _ in range(12):  # freeze the broker until a sink task gives up (or the query fails otherwise)
                 if not handle.query.isActive:
                     break
                 os.kill(broker.proc.pid, signal.SIGSTOP)
