@@ -54,9 +54,7 @@ class SoakFigures:
     rss_mb: list[tuple[int, float]] = field(default_factory=list)  # (tuples so far, RSS MB)
 
     def _peak(self, lo: float, hi: float) -> float:
-        """Highest RSS sampled between fractions ``lo`` and ``hi`` of the run (the last sample if none)."""
-        inside = [mb for n, mb in self.rss_mb if lo * self.tuples < n <= hi * self.tuples]
-        return max(inside) if inside else self.rss_mb[-1][1]
+        return peak_rss(self.rss_mb, self.tuples, lo, hi)
 
     @property
     def growth_mb(self) -> float:
@@ -134,8 +132,10 @@ def _spawn(args: argparse.Namespace, name: str, bounded: bool) -> dict[str, Any]
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def _peak(row: dict[str, Any], lo: float, hi: float) -> float:
-    return SoakFigures(**{k: row[k] for k in SoakFigures.__dataclass_fields__})._peak(lo, hi)
+def peak_rss(rss_mb: list[tuple[int, float]], tuples: int, lo: float, hi: float) -> float:
+    """Highest RSS sampled between fractions ``lo`` and ``hi`` of the run (the last sample if none)."""
+    inside = [mb for n, mb in rss_mb if lo * tuples < n <= hi * tuples]
+    return max(inside) if inside else rss_mb[-1][1]
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
@@ -152,7 +152,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in rows:
-        q2, q4 = _peak(r, 0.25, 0.5), _peak(r, 0.75, 1.0)
+        q2, q4 = (peak_rss(r["rss_mb"], r["tuples"], lo, hi) for lo, hi in ((0.25, 0.5), (0.75, 1.0)))
         lines.append(
             f"| {r['partitioner']} | {'on' if r['bounded'] else 'off'} | {r['seconds']} | {r['dead_lettered']} | "
             f"{r['clock_ahead_s']:,.0f} | {q2:,.0f} | {q4:,.0f} | {r['growth_mb']:,.1f} | "
