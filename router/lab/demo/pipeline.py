@@ -88,6 +88,8 @@ class PipelineRun:
     dead_letters: int
     control: list[dict[str, Any]]
     router_cpu_s: dict[str, float]  # CPU seconds of each router worker from the first record produced to the end
+    #: expected results missing after each read of the results topic (one entry: the first read had them all)
+    result_reads: list[int] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -203,10 +205,12 @@ def run_pipeline(
     rate: float,
     timeout_s: float,
     on_tick: Callable[[Progress], None],
+    expected_results: frozenset[bytes] = frozenset(),
 ) -> PipelineRun:
     """Run ``data`` through ``plan``'s pipeline (workers started in ``procs``, stopped before returning).
 
     ``spark()`` returns the Spark session once it is warm, ``None`` before (and raises if it failed).
+    ``expected_results``: the results-topic message keys the run must produce (see :func:`read_results`).
     """
     from spark_consumers.job import start_job
 
@@ -248,10 +252,11 @@ def run_pipeline(
     assert producer is not None and producer.first_s is not None and producer.done_s is not None
     on_tick(replace(final, phase="reading back the topics"))
     reached = _cumulative(batches, total)
+    results, reads = read_results(plan, expected_results)
     return PipelineRun(
         plan.label, total, producer.first_s, producer.done_s, _batch_end(reached), final.workers, batches,
-        _combiner_records(plan, total), _results(plan), _count(plan, plan.route.dlq_topic_name),
-        _control_messages(plan), cpu,
+        _combiner_records(plan, total), results, _count(plan, plan.route.dlq_topic_name),
+        _control_messages(plan), cpu, reads,
     )  # fmt: skip
 
 
@@ -269,13 +274,31 @@ def _combiner_records(plan: RunPlan, total: int) -> list[dict[str, Any]]:
     return [orjson.loads(r.value or b"null") for r in records]
 
 
-def _results(plan: RunPlan) -> dict[bytes, dict[str, Any]]:
-    """The last result per (window, key) message key (the sink writes full aggregates, never deltas)."""
+def read_results(
+    plan: RunPlan, expected: frozenset[bytes] = frozenset(), reads: int = 3, pause_s: float = 2.0
+) -> tuple[dict[bytes, dict[str, Any]], list[int]]:
+    """The last result per (window, key) message key (the sink writes full aggregates, never deltas).
+
+    The topic is read whole with a fresh consumer; while some of ``expected`` are missing it is read again (at
+    most ``reads`` times, ``pause_s`` apart), so a read that stopped short is told apart from results that never
+    reached the topic. Returns the last read's results and how many expected keys each read lacked.
+    """
+    missing: list[int] = []
     results: dict[bytes, dict[str, Any]] = {}
-    for r in read_topic(plan.settings.kafka, plan.results_topic, idle_s=2.0):
-        if r.key is not None and r.value is not None:
-            results[r.key] = orjson.loads(r.value)
-    return results
+    for attempt in range(reads):
+        if attempt:
+            time.sleep(pause_s)
+        results = {}
+        for r in read_topic(plan.settings.kafka, plan.results_topic, idle_s=2.0):
+            if r.key is not None and r.value is not None:
+                results[r.key] = orjson.loads(r.value)
+        missing.append(len(expected - results.keys()))
+        if not missing[-1]:
+            break
+    if len(missing) > 1:
+        log.warning("%s: reads of the results topic lacked %s of %d expected results", plan.label, missing,
+                    len(expected))  # fmt: skip
+    return results, missing
 
 
 def _count(plan: RunPlan, topic: str) -> int:

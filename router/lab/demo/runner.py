@@ -27,6 +27,7 @@ from router.lab.demo.processes import Processes
 from router.lab.demo.report import render_markdown, routing_report, spark_plot, write_json
 from router.lab.demo.source import DemoInput, build_input
 from spark_consumers.cluster import StandaloneCluster
+from spark_consumers.sinks import result_key
 
 __all__ = ["DemoResult", "run_demo"]
 
@@ -129,7 +130,8 @@ def _run_doc(
         },
         "sync": checks.sync_summary(run),
         "routers": {"cpu_seconds": sum(run.router_cpu_s.values()), "per_worker": run.router_cpu_s},
-        "exactness": {**exact.as_dict(), "wrong": exact.mismatching + exact.missing + exact.extra},
+        "exactness": {**exact.as_dict(), "wrong": exact.mismatching + exact.missing + exact.extra,
+                      "missing_per_read": run.result_reads},
         "batches": [b.__dict__ for b in run.batches],
     }  # fmt: skip
 
@@ -159,6 +161,13 @@ def _verdict(doc: dict[str, Any], chosen: str, base: str) -> list[str]:
             f"direct computation, {e['wrong']} wrong); {d['distinct_positions']:,} of {d['produced']:,} records "
             f"routed, {d['duplicates']} duplicates, {d['dead_letters']} dead letters"
         )
+        reads = e.get("missing_per_read") or []
+        if len(reads) > 1:
+            out.append(
+                f"{label}: the results topic was read {len(reads)} times; expected results missing after each "
+                f"read: {', '.join(map(str, reads))}"
+                + (" (a short read, not a loss: the topic holds them all)" if reads[-1] == 0 else "")
+            )
     return out
 
 
@@ -192,6 +201,8 @@ def run_demo(opts: DemoOptions, command: str = "skewroute demo", view: LiveView 
     opts.out.mkdir(parents=True, exist_ok=True)
     data = build_input(opts.workload, opts.records, opts.rate, opts.seed)
     view.note(f"demo: {len(data):,} records of {data.description}; report in {opts.out}")
+    window_ms = opts.window_s * 1000
+    expected = frozenset(result_key(w, w + window_ms, k) for w, k in checks.reference_aggregates(data, window_ms))
     broker: EmbeddedBroker | None = None
     spark: _Spark | None = None
     cluster: StandaloneCluster | None = None
@@ -215,7 +226,7 @@ def run_demo(opts: DemoOptions, command: str = "skewroute demo", view: LiveView 
                 plan = plan_run(opts, label, prefix, bootstrap, ports)
                 runs[label] = run_pipeline(
                     plan, data, spark.ready, procs, routers=opts.routers, rate=opts.rate, timeout_s=opts.timeout_s,
-                    on_tick=view.update,
+                    on_tick=view.update, expected_results=expected,
                 )  # fmt: skip
                 if spark.warm_up_error and len(runs) == 1:
                     view.note(f"Spark warm-up failed ({spark.warm_up_error}); the first run paid for it")
