@@ -1,9 +1,9 @@
 """Spark records/s with the JVM Kafka source (spark-sql-kafka) vs skewroute's Python source, on the same topic.
 
 One combiner topic (routed records, hash partitioner, Zipf keys) is written once to Apache Kafka (started here
-unless ``--bootstrap`` names a broker); then every source reads it from the beginning, in interleaved rounds
+unless ``bootstrap`` names a broker); then every source reads it from the beginning, in interleaved rounds
 (order alternating), on ONE SparkSession started with the connector package, with the same per-trigger budget
-(``--batch`` records). Three modes, so that the source is not hidden behind the aggregation:
+(``batch`` records). Three modes, so that the source is not hidden behind the aggregation:
 
 - ``job``: the whole job -- source, decoding, watermark, window aggregation (stateful, one shuffle), Kafka
   results sink. Its rate is bounded by whatever stage is slowest, which need not be the source.
@@ -16,12 +16,11 @@ unless ``--bootstrap`` names a broker); then every source reads it from the begi
 Rate = records / summed batch time over the batches after the first (the same steady rate as ``spark-bench``).
 Prints a table and writes a Markdown report with both rates and both JVM/Python ratios.
 
-    python -m spark_consumers.lab.bench_sources --records 400000 --batch 100000 --rounds 2
+    skewroute source-bench --records 400000 --batch 100000 --rounds 2
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -154,54 +153,51 @@ def render_markdown(rates: dict[tuple[str, str], list[float]], header: str) -> s
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line: start Apache Kafka (unless --bootstrap), run, print and write the report."""
+def main(
+    *,
+    records: int = 400_000,
+    batch: int = 100_000,
+    n: int = 8,
+    rounds: int = 2,
+    modes: tuple[str, ...] = MODES,
+    package: str | None = None,
+    bootstrap: str | None = None,
+    out: Path = Path("reports"),
+) -> Path:
+    """Start Apache Kafka (unless ``bootstrap``), run, print and write ``out/spark-sources.md``; its path."""
     from spark_consumers.job import DEFAULT_KAFKA_PACKAGE
 
-    p = argparse.ArgumentParser(prog="spark-source-bench", description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--records", type=int, default=400_000, help="routed records on the topic")
-    p.add_argument("--batch", type=int, default=100_000, help="records per micro-batch (both sources)")
-    p.add_argument("-n", "--combiners", type=int, default=8, help="partitions of the combiner topic")
-    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds (order alternates)")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of job, source, read")
-    p.add_argument("--package", default=DEFAULT_KAFKA_PACKAGE, help="spark-sql-kafka Maven coordinate")
-    p.add_argument("--bootstrap", default=None, help="an existing broker (default: start Apache Kafka)")
-    p.add_argument("--out", "-o", type=Path, default=Path("reports"), help="report folder (spark-sources.md)")
-    a = p.parse_args(argv)
-    modes = tuple(m.strip() for m in a.modes.split(",") if m.strip())
     if not modes or set(modes) - set(MODES):
-        p.error(f"--modes: choose from {', '.join(MODES)}, got {a.modes!r}")
+        raise ValueError(f"modes: choose from {', '.join(MODES)}, got {','.join(modes)!r}")
+    package = package or DEFAULT_KAFKA_PACKAGE
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     workdir = Path(tempfile.mkdtemp(prefix="source-bench-"))
     cluster = None
-    if a.bootstrap is None:
+    if bootstrap is None:
         from connectors.apache_kafka import ApacheKafkaCluster
 
         cluster = ApacheKafkaCluster(port=free_port(), state_dir=workdir / "kafka", heap="1g").start()
     started, load0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg()
     try:
-        kafka = KafkaSettings(bootstrap_servers=a.bootstrap or cluster.bootstrap)  # type: ignore[union-attr]
-        rates = run(kafka, records=a.records, batch=a.batch, n=a.combiners, rounds=a.rounds, package=a.package,
-                    workdir=workdir, modes=modes)  # fmt: skip
+        kafka = KafkaSettings(bootstrap_servers=bootstrap or cluster.bootstrap)  # type: ignore[union-attr]
+        rates = run(kafka, records=records, batch=batch, n=n, rounds=rounds, package=package, workdir=workdir,
+                    modes=modes)  # fmt: skip
     finally:
         if cluster is not None:
             cluster.stop()
     load1 = os.getloadavg()
     header = (
-        f"`python -m spark_consumers.lab.bench_sources --records {a.records} --batch {a.batch} -n {a.combiners} "
-        f"--rounds {a.rounds} --modes {','.join(modes)}` on {started}; broker "
-        f"{'Apache Kafka (one KRaft node)' if cluster else a.bootstrap}; connector {a.package}; Spark local[2]; "
+        f"`skewroute source-bench --records {records} --batch {batch} -n {n} --rounds {rounds} "
+        f"--modes {','.join(modes)}` on {started}; broker "
+        f"{'Apache Kafka (one KRaft node)' if cluster else bootstrap}; connector {package}; Spark local[2]; "
         f"load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in load0)} at the start, "
         f"{'/'.join(f'{x:.2f}' for x in load1)} at the end ({os.cpu_count()} cores: a 1-min figure above the core "
         "count means other processes competed)."
     )
     md = render_markdown(rates, header)
     print(md)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "spark-sources.md").write_text(md)
-    print(f"wrote {a.out / 'spark-sources.md'}")
-
-
-if __name__ == "__main__":
-    main()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "spark-sources.md").write_text(md)
+    print(f"wrote {out / 'spark-sources.md'}")
+    return out / "spark-sources.md"

@@ -95,3 +95,8 @@ def test_e2e_command_refuses_jvm_configs_on_tansu_and_unknown_configs() -> None:
     assert res.exit_code == 2 and "unknown" in res.output
     res = runner.invoke(app, ["spark-bench", "--sources", "python,jvm"], terminal_width=200)
     assert res.exit_code == 2 and "sources must be" in res.output
+
+
+def test_source_bench_refuses_unknown_modes() -> None:
+    res = CliRunner().invoke(app, ["source-bench", "--modes", "job,parse"], terminal_width=200)
+    assert res.exit_code == 2 and "--modes" in res.output and "job, source, read" in res.output

@@ -1,4 +1,8 @@
-"""CLI: ``skewroute spark-bench`` (the Spark job per routing algorithm on pre-routed topics)."""
+"""CLI: ``skewroute spark-bench`` and ``skewroute source-bench``.
+
+``spark-bench``: the Spark job per routing algorithm on pre-routed topics. ``source-bench``: Spark's JVM Kafka
+source vs skewroute's Python source on one topic.
+"""
 
 from __future__ import annotations
 
@@ -58,6 +62,32 @@ def spark_bench(
     )  # fmt: skip
 
 
+def source_bench(
+    records: int = typer.Option(400_000, "--records", min=1, help="routed records on the topic"),
+    batch: int = typer.Option(100_000, "--batch", min=1, help="records per micro-batch (both sources)"),
+    combiners: int = typer.Option(8, "--combiners", "-n", min=1, help="partitions of the combiner topic"),
+    rounds: int = typer.Option(2, "--rounds", min=1, help="interleaved rounds (the order alternates)"),
+    modes: str = typer.Option("job,source,read", "--modes", help="comma-separated subset of job, source, read"),
+    kafka_package: str | None = typer.Option(
+        None, "--kafka-package", help="spark-sql-kafka Maven coordinate (default: the job's)"
+    ),
+    bootstrap: str | None = typer.Option(None, "--bootstrap", help="an existing broker (default: start Apache Kafka)"),
+    out: Path = typer.Option(Path("reports"), "--out", "-o", help="report folder (writes `spark-sources.md`)"),
+) -> None:
+    """Spark records/s with Spark's JVM Kafka source vs skewroute's Python source, on one topic, in three modes.
+
+    `job` is the whole job, `source` reads and decodes (noop sink), `read` only reads Kafka's columns.
+    """
+    from spark_consumers.lab.bench_sources import MODES, main
+
+    chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
+    if not chosen or set(chosen) - set(MODES):
+        raise typer.BadParameter(f"choose from {', '.join(MODES)}, got {modes!r}", param_hint="--modes")
+    main(records=records, batch=batch, n=combiners, rounds=rounds, modes=chosen, package=kafka_package,
+         bootstrap=bootstrap, out=out)  # fmt: skip
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``spark-bench`` to the CLI."""
+    """Add ``spark-bench`` and ``source-bench`` to the CLI."""
     app.command("spark-bench", rich_help_panel=LAB)(spark_bench)
+    app.command("source-bench", rich_help_panel=LAB)(source_bench)
