@@ -85,6 +85,8 @@ class BatchStats:
     lag: dict[str, int] = field(default_factory=dict)
     skipped_partitions: int = 0
     combiner_attribution: str = ""
+    #: JVM garbage-collection time inside each combiner task (part of its ``combiner_task_ms``)
+    combiner_gc_ms: list[int] = field(default_factory=list)
 
     def to_json(self) -> str:
         """One JSON line."""
@@ -153,6 +155,7 @@ def _stage_tasks(spark: SparkSession, stage_id: int) -> list[dict[str, int]]:
             {
                 "index": int(t.index()),
                 "run_ms": int(m.executorRunTime()),
+                "gc_ms": int(m.jvmGCTime()),
                 "records": int(m.inputMetrics().recordsRead()),
                 "shuffle_read": int(m.shuffleReadMetrics().recordsRead()),
                 "shuffle_written": int(m.shuffleWriteMetrics().recordsWritten()),
@@ -257,6 +260,7 @@ class CombinerMetricsListener(StreamingQueryListener):
             )
             stats.combiner_task_ms = attribution.reorder([t["run_ms"] for t in tasks])
             stats.combiner_records = attribution.reorder([t["records"] for t in tasks])
+            stats.combiner_gc_ms = attribution.reorder([t.get("gc_ms", 0) for t in tasks])
             stats.combiner_attribution = attribution.method
             stats.shuffled_partials = sum(t["shuffle_written"] for t in tasks)
             med = statistics.median(stats.combiner_task_ms)

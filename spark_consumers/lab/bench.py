@@ -252,7 +252,7 @@ def render_markdown(results: list[BenchResult], params: dict[str, object]) -> st
             if b.input_rows:
                 lines.append(
                     f"- {r.partitioner}/{r.source} batch {b.batch_id}: {b.input_rows:,} records, {b.batch_ms} ms, "
-                    f"tasks {b.combiner_task_ms}, records {b.combiner_records}"
+                    f"tasks {b.combiner_task_ms} (JVM GC {b.combiner_gc_ms}), records {b.combiner_records}"
                 )
     return "\n".join(lines) + "\n"
 
