@@ -155,7 +155,7 @@ def _stage_tasks(spark: SparkSession, stage_id: int) -> list[dict[str, int]]:
             {
                 "index": int(t.index()),
                 "run_ms": int(m.executorRunTime()),
-                "gc_ms": int(m.jvmGCTime()),
+                "gc_ms": int(m.jvmGcTime()),
                 "records": int(m.inputMetrics().recordsRead()),
                 "shuffle_read": int(m.shuffleReadMetrics().recordsRead()),
                 "shuffle_written": int(m.shuffleWriteMetrics().recordsWritten()),
