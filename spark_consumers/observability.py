@@ -260,7 +260,7 @@ class CombinerMetricsListener(StreamingQueryListener):
             )
             stats.combiner_task_ms = attribution.reorder([t["run_ms"] for t in tasks])
             stats.combiner_records = attribution.reorder([t["records"] for t in tasks])
-            stats.combiner_gc_ms = attribution.reorder([t.get("gc_ms", 0) for t in tasks])
+            stats.combiner_gc_ms = attribution.reorder([t["gc_ms"] for t in tasks])
             stats.combiner_attribution = attribution.method
             stats.shuffled_partials = sum(t["shuffle_written"] for t in tasks)
             med = statistics.median(stats.combiner_task_ms)

@@ -36,7 +36,7 @@ from schemas.settings import KafkaSettings, SkewrouteSettings
 from spark_consumers.lab.bench import BenchResult, _stream
 from spark_consumers.lab.feed import assign_combiners, produce_routed
 
-__all__ = ["MODES", "SOURCES", "main", "render_markdown", "run"]
+__all__ = ["MODES", "SOURCES", "main", "parse_modes", "render_markdown", "run"]
 
 SOURCES = ("python", "kafka")
 MODES = ("job", "source", "read")
@@ -153,6 +153,14 @@ def render_markdown(rates: dict[tuple[str, str], list[float]], header: str) -> s
     return "\n".join(lines) + "\n"
 
 
+def parse_modes(text: str) -> tuple[str, ...]:
+    """``job,read`` -> ``("job", "read")``; an unknown or missing mode is an error naming the value."""
+    out = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    if not out or set(out) - set(MODES):
+        raise ValueError(f"choose from {', '.join(MODES)}, got {text!r}")
+    return out
+
+
 def main(
     *,
     records: int = 400_000,
@@ -164,11 +172,12 @@ def main(
     bootstrap: str | None = None,
     out: Path = Path("reports"),
 ) -> Path:
-    """Start Apache Kafka (unless ``bootstrap``), run, print and write ``out/spark-sources.md``; its path."""
+    """Start Apache Kafka (unless ``bootstrap``), run, print and write ``out/spark-sources.md``; its path.
+
+    ``modes``: a subset of :data:`MODES` (:func:`parse_modes` reads one from text).
+    """
     from spark_consumers.job import DEFAULT_KAFKA_PACKAGE
 
-    if not modes or set(modes) - set(MODES):
-        raise ValueError(f"modes: choose from {', '.join(MODES)}, got {','.join(modes)!r}")
     package = package or DEFAULT_KAFKA_PACKAGE
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

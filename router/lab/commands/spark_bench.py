@@ -78,11 +78,12 @@ def source_bench(
 
     `job` is the whole job, `source` reads and decodes (noop sink), `read` only reads Kafka's columns.
     """
-    from spark_consumers.lab.bench_sources import MODES, main
+    from spark_consumers.lab.bench_sources import main, parse_modes
 
-    chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
-    if not chosen or set(chosen) - set(MODES):
-        raise typer.BadParameter(f"choose from {', '.join(MODES)}, got {modes!r}", param_hint="--modes")
+    try:
+        chosen = parse_modes(modes)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--modes") from None
     main(records=records, batch=batch, n=combiners, rounds=rounds, modes=chosen, package=kafka_package,
          bootstrap=bootstrap, out=out)  # fmt: skip
 
