@@ -15,6 +15,21 @@ __all__ = ["Aggregation", "SparkSettings", "join_uri"]
 Aggregation = Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k"]
 _DEFAULT_AGGREGATIONS: tuple[Aggregation, ...] = ("count", "sum", "min", "max", "mean")
 
+#: Reader options skewroute sets from other settings (lower-cased name -> the setting to use instead).
+_OWNED_READER_OPTIONS = {
+    "subscribe": "the route (its combiner topic)",
+    "subscribepattern": "the route (its combiner topic)",
+    "assign": "the route (its combiner topic)",
+    "startingoffsets": "spark.starting_offsets",
+    "maxoffsetspertrigger": "spark.max_records_per_trigger",
+    "maxrecordspertrigger": "spark.max_records_per_trigger",
+    "failondataloss": "spark.fail_on_data_loss",
+    "minpartitions": "spark.min_partitions",
+    "decode": "spark.item_field",
+    "kafka.isolation.level": "spark.isolation_level",
+    "kafka.bootstrap.servers": "kafka.bootstrap_servers",
+}
+
 
 class SparkSettings(FrozenModel):
     """Spark consumer job settings."""
@@ -79,9 +94,21 @@ class SparkSettings(FrozenModel):
     min_partitions: int | None = Field(
         None, ge=1, le=65536, description="minPartitions: cut large combiner partitions into offset ranges"
     )
+    source_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra options of the Kafka reader, passed to the chosen source as given: kafka.<property> in "
+        "that source's client (librdkafka names for source=python, Java names for source=kafka, e.g. "
+        "kafka.fetch.max.wait.ms) or a reader option; the options skewroute sets from other settings are refused",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
+        for key in self.source_options:
+            if key.lower() in _OWNED_READER_OPTIONS:
+                raise ValueError(
+                    f"source_options[{key!r}] is set by skewroute from {_OWNED_READER_OPTIONS[key.lower()]}: "
+                    "set that instead"
+                )
         if self.sink == "parquet" and self.output_mode != "append":
             raise ValueError(
                 f"sink=parquet needs output_mode=append (got output_mode={self.output_mode!r}): the file sink "

@@ -82,7 +82,7 @@ def test_e2e_reader_is_spark_kafka_for_jvm_configs(config: str, tmp_path: Path) 
     if spec.jvm:
         assert r.fmt == "kafka"
         assert r.opts["kafka.bootstrap.servers"] == "127.0.0.1:9" and r.opts["maxOffsetsPerTrigger"] == "500"
-        assert "decode" not in r.opts
+        assert "decode" not in r.opts and r.opts["kafka.fetch.max.wait.ms"] == "20"
     else:
         assert r.fmt == "skewroute-kafka" and r.opts["decode"] == "routed"
 

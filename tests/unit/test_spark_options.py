@@ -11,7 +11,7 @@ import pytest
 from connectors.spark_source import KafkaStreamReader, _Config, kafka_options
 from schemas.settings import KafkaSettings, RouteSettings
 from schemas.spark_settings import SparkSettings
-from spark_consumers.job import java_kafka_options, read_combiners
+from spark_consumers.job import JVM_CONSUMER_DEFAULTS, java_kafka_options, read_combiners
 
 SECURE = KafkaSettings(
     bootstrap_servers="b1:9093,b2:9093",
@@ -97,3 +97,31 @@ def test_job_reads_with_the_configured_isolation_level(source: str, level: str) 
     assert reader.fmt == ("kafka" if source == "kafka" else "skewroute-kafka")
     assert reader.opts["kafka.isolation.level"] == level
     assert reader.opts["subscribe"] == route.combiner_topic_name
+
+
+def _read_options(cfg: SparkSettings) -> dict[str, str]:
+    reader = _Reader()
+    spark: Any = SimpleNamespace(readStream=reader, dataSource=SimpleNamespace(register=lambda cls: None))
+    read_combiners(spark, KafkaSettings(bootstrap_servers="b:1"), RouteSettings(raw_topic="clicks"), cfg)
+    return reader.opts
+
+
+def test_jvm_source_fetches_like_the_python_source_unless_source_options_say_otherwise() -> None:
+    jvm = _read_options(SparkSettings(source="kafka"))
+    assert {k: jvm[k] for k in JVM_CONSUMER_DEFAULTS} == JVM_CONSUMER_DEFAULTS
+    assert jvm["kafka.fetch.max.wait.ms"] == "20"  # not the Java default's 500 ms at every range's end marker
+    tuned = _read_options(SparkSettings(source="kafka", source_options={"kafka.fetch.max.wait.ms": "100"}))
+    assert tuned["kafka.fetch.max.wait.ms"] == "100" and tuned["maxOffsetsPerTrigger"] == "250000"
+    python = _read_options(SparkSettings(source_options={"kafka.fetch.wait.max.ms": "50"}))
+    assert python["kafka.fetch.wait.max.ms"] == "50" and not set(JVM_CONSUMER_DEFAULTS) & set(python)
+
+
+@pytest.mark.parametrize(
+    ("key", "setting"),
+    [("maxOffsetsPerTrigger", "spark.max_records_per_trigger"), ("startingOffsets", "spark.starting_offsets"),
+     ("kafka.isolation.level", "spark.isolation_level"), ("SUBSCRIBE", "the route")],
+)  # fmt: skip
+def test_source_options_refuse_what_other_settings_own(key: str, setting: str) -> None:
+    with pytest.raises(ValueError, match="source_options") as err:
+        SparkSettings(source_options={key: "x"})
+    assert repr(key) in str(err.value) and setting in str(err.value)

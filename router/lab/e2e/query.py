@@ -15,13 +15,12 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from connectors.spark_source import SHORT_NAME, kafka_options, register_source
 from router.lab.e2e.measures import list_schedule
 from router.lab.e2e.plan import base_config
 from schemas.settings import SkewrouteSettings
 from schemas.spark_settings import join_uri
 from spark_consumers.aggregations import final_aggregates, parse_routed, with_event_watermark
-from spark_consumers.job import JobHandle, agg_spec, java_kafka_options, query_name, start_with_metrics
+from spark_consumers.job import JobHandle, agg_spec, query_name, read_combiners, start_with_metrics
 from spark_consumers.observability import BatchStats
 from spark_consumers.sinks import attach_sink
 
@@ -32,18 +31,9 @@ CORES = (2, 8, 32)
 
 
 def _read(spark: SparkSession, settings: SkewrouteSettings, split: int | None) -> DataFrame:
-    route, cfg = settings.routes[0], settings.spark
-    if cfg.source == "kafka":  # Spark's JVM connector (its package is on the session's class path)
-        reader = spark.readStream.format("kafka").options(**java_kafka_options(settings.kafka))
-        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_records_per_trigger))
-    else:
-        register_source(spark)
-        reader = spark.readStream.format(SHORT_NAME).options(**kafka_options(settings.kafka))
-        reader = reader.option("maxRecordsPerTrigger", str(cfg.max_records_per_trigger)).option("decode", "routed")
-    if split is not None:
-        reader = reader.option("minPartitions", str(split))
-    reader = reader.option("kafka.isolation.level", cfg.isolation_level)
-    return reader.option("subscribe", route.combiner_topic_name).option("startingOffsets", "earliest").load()
+    """The job's own reader (either source), with ``minPartitions`` = ``split`` for ``direct-split``."""
+    cfg = settings.spark.model_copy(update={"min_partitions": split}) if split is not None else settings.spark
+    return read_combiners(spark, settings.kafka, settings.routes[0], cfg)
 
 
 def start_query(
