@@ -27,8 +27,9 @@ from schemas.settings import KafkaSettings, SkewrouteSettings
 from tests.integration.router_support import produce, run_plane, zipf_records
 from tests.integration.spark_support import Rec, assert_same, read_results, reference
 
-# ~5 min on the loaded 2-core machine (a second Spark JVM, Ivy resolution on the first run): extended only
-pytestmark = [pytest.mark.kafka, pytest.mark.apache_kafka, pytest.mark.spark, pytest.mark.slow, pytest.mark.extended]
+# In the default run and CI (the one JVM-source test there): about 1.5 min idle, ~5 min on a loaded machine or
+# when Ivy resolves the connector for the first time
+pytestmark = [pytest.mark.kafka, pytest.mark.apache_kafka, pytest.mark.spark, pytest.mark.slow]
 
 N = 8_000
 # Maven Central has spark-sql-kafka up to 4.2.0 while PyPI's pyspark is 4.3.0 (checked 2026-11-24): the
