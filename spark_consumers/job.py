@@ -160,7 +160,7 @@ def read_combiners(spark: SparkSession, kafka: KafkaSettings, route: RouteSettin
         # Decoding in the source skips Spark's per-record JSON parser; item_field needs the raw JSON (from_json).
         reader = reader.option("decode", "routed" if cfg.item_field is None else "none")
     else:
-        reader = spark.readStream.format("kafka").options(**java_kafka_options(kafka), **JVM_CONSUMER_DEFAULTS)
+        reader = spark.readStream.format("kafka").options(**{**java_kafka_options(kafka), **JVM_CONSUMER_DEFAULTS})
     reader = reader.options(**cfg.source_options)
     reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_records_per_trigger))  # the name both sources know
     level = resolve_isolation_level(cfg.isolation_level, kafka)  # "auto" asks the broker what it is

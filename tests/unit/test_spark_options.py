@@ -86,33 +86,33 @@ class _Reader:
         return self
 
 
+ROUTE = RouteSettings(raw_topic="clicks")
+
+
+def _read(cfg: SparkSettings) -> _Reader:
+    """What ``read_combiners`` asks of the reader for ``cfg``."""
+    reader = _Reader()
+    spark: Any = SimpleNamespace(readStream=reader, dataSource=SimpleNamespace(register=lambda cls: None))
+    read_combiners(spark, KafkaSettings(bootstrap_servers="b:1"), ROUTE, cfg)
+    return reader
+
+
 @pytest.mark.parametrize("source", ["python", "kafka"])
 @pytest.mark.parametrize("level", ["read_committed", "read_uncommitted"])
 def test_job_reads_with_the_configured_isolation_level(source: str, level: str) -> None:
-    reader = _Reader()
-    spark: Any = SimpleNamespace(readStream=reader, dataSource=SimpleNamespace(register=lambda cls: None))
-    route = RouteSettings(raw_topic="clicks")
-    cfg = SparkSettings(source=source, isolation_level=level)
-    read_combiners(spark, KafkaSettings(bootstrap_servers="b:1"), route, cfg)
+    reader = _read(SparkSettings(source=source, isolation_level=level))
     assert reader.fmt == ("kafka" if source == "kafka" else "skewroute-kafka")
     assert reader.opts["kafka.isolation.level"] == level
-    assert reader.opts["subscribe"] == route.combiner_topic_name
-
-
-def _read_options(cfg: SparkSettings) -> dict[str, str]:
-    reader = _Reader()
-    spark: Any = SimpleNamespace(readStream=reader, dataSource=SimpleNamespace(register=lambda cls: None))
-    read_combiners(spark, KafkaSettings(bootstrap_servers="b:1"), RouteSettings(raw_topic="clicks"), cfg)
-    return reader.opts
+    assert reader.opts["subscribe"] == ROUTE.combiner_topic_name
 
 
 def test_jvm_source_fetches_like_the_python_source_unless_source_options_say_otherwise() -> None:
-    jvm = _read_options(SparkSettings(source="kafka"))
+    jvm = _read(SparkSettings(source="kafka")).opts
     assert {k: jvm[k] for k in JVM_CONSUMER_DEFAULTS} == JVM_CONSUMER_DEFAULTS
     assert jvm["kafka.fetch.max.wait.ms"] == "20"  # not the Java default's 500 ms at every range's end marker
-    tuned = _read_options(SparkSettings(source="kafka", source_options={"kafka.fetch.max.wait.ms": "100"}))
+    tuned = _read(SparkSettings(source="kafka", source_options={"kafka.fetch.max.wait.ms": "100"})).opts
     assert tuned["kafka.fetch.max.wait.ms"] == "100" and tuned["maxOffsetsPerTrigger"] == "250000"
-    python = _read_options(SparkSettings(source_options={"kafka.fetch.wait.max.ms": "50"}))
+    python = _read(SparkSettings(source_options={"kafka.fetch.wait.max.ms": "50"})).opts
     assert python["kafka.fetch.wait.max.ms"] == "50" and not set(JVM_CONSUMER_DEFAULTS) & set(python)
 
 
