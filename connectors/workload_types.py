@@ -9,7 +9,19 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DEFAULT_BATCH", "DEFAULT_TUPLES", "Batch", "BatchSource", "Workload", "common_params"]
+from schemas.exceptions import ConfigError
+
+__all__ = [
+    "DEFAULT_BATCH",
+    "DEFAULT_TUPLES",
+    "Batch",
+    "BatchSource",
+    "Workload",
+    "common_params",
+    "interleave",
+    "parse_spec",
+    "tagged_batches",
+]
 
 Batch = tuple[np.ndarray, npt.NDArray[np.int64]]
 DEFAULT_TUPLES = 100_000
@@ -58,3 +70,51 @@ def common_params(params: dict[str, Any]) -> tuple[int, int, int]:
     if tuples < 1 or batch < 1:
         raise ValueError(f"tuples and batch must be >= 1, got {tuples}, {batch}")
     return tuples, batch, seed
+
+
+def _convert(value: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """Split ``"name:k=v,k=v"`` into the name and a dict of parameters (ints and floats converted)."""
+    name, _, rest = spec.strip().partition(":")
+    params: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = part.partition("=")
+        if not eq or not key:
+            raise ConfigError([f"workload {spec!r}: parameter {part!r} is not k=v"])
+        params[key.strip()] = _convert(value.strip())
+    return name, params
+
+
+# -- building blocks -----------------------------------------------------------------------------------
+
+
+def interleave(sources: list[Workload], offsets: list[int]) -> Iterator[tuple[int, Batch]]:
+    """Round-robin over the sources' batches; keys are shifted by ``offsets`` and re-timed globally."""
+    its = [s.batches() for s in sources]
+    clock, live = 0, list(range(len(its)))
+    while live:
+        for i in list(live):
+            nxt = next(its[i], None)
+            if nxt is None:
+                live.remove(i)
+                continue
+            keys = nxt[0] + offsets[i] if offsets[i] else nxt[0]
+            yield i, (keys, np.arange(clock, clock + len(keys), dtype=np.int64))
+            clock += len(keys)
+
+
+def tagged_batches(workload: Workload) -> Iterator[tuple[int, Batch]]:
+    """Yield ``(source index, batch)``: the multi-source interleaving, or source 0 for every batch."""
+    if not workload.sources:
+        for b in workload.batches():
+            yield 0, b
+        return
+    yield from interleave(list(workload.sources), list(workload.params.get("offsets", [0] * len(workload.sources))))

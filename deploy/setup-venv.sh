@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create (or update) the project venv at .venv and install skewroute with its dev tools.
+# Create (or update) the project venv at .venv and install skewroute, its lab (benchmarks/) and the dev tools.
 # Idempotent: a second run only checks that everything is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,8 +9,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.skewroute-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ benchmarks/pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  .venv/bin/python -m pip install -q -e ".[dev]" -e ./benchmarks
   touch "$stamp"
 fi

@@ -7,5 +7,5 @@ bash deploy/setup-venv.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/mypy router connectors spark_consumers schemas
+.venv/bin/mypy router connectors spark_consumers schemas benchmarks
 .venv/bin/python -m pytest "$@"

@@ -1,16 +1,19 @@
 """The ``skewroute`` command line.
 
-Product commands live in ``router.commands``; lab commands (benchmarks, demo, soak) in ``router.lab.commands``.
-Each module defines ``register(app)``; ``skewroute --help`` groups them in panels (run / choose / lab).
+Product commands live in ``router.commands``; each module defines ``register(app)``. Other packages add commands
+through the ``skewroute.commands`` entry-point group (a callable ``register(app)``): the lab package
+(``benchmarks``, installed with ``pip install ./benchmarks``) adds its benchmarks, demo and soak that way, so a core
+install lists product commands only. ``skewroute --help`` groups commands in panels (run / choose / lab).
 """
 
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import entry_points
 
 import typer
 
-__all__ = ["app", "main"]
+__all__ = ["COMMAND_MODULES", "PLUGIN_GROUP", "app", "main"]
 
 app = typer.Typer(
     name="skewroute",
@@ -20,25 +23,23 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # settings may hold secrets
 )
 
-#: Modules defining ``register(app)``, in the order of ``skewroute --help``.
+#: Product modules defining ``register(app)``, in the order of ``skewroute --help``.
 COMMAND_MODULES = (
     "router.commands.worker",
     "router.commands.spark",
     "router.commands.spark_cluster",
     "router.commands.broker",
-    "router.lab.commands.advise",
-    "router.lab.commands.init",
-    "router.lab.commands.bench",
-    "router.lab.commands.demo",
-    "router.lab.commands.router_bench",
-    "router.lab.commands.spark_bench",
-    "router.lab.commands.bench_sync",
-    "router.lab.commands.soak",
-    "router.lab.commands.e2e",
+    "router.commands.advise",
+    "router.commands.init",
 )
+
+#: Entry-point group of command plugins: each entry is a callable ``register(app)``.
+PLUGIN_GROUP = "skewroute.commands"
 
 for _name in COMMAND_MODULES:
     importlib.import_module(_name).register(app)
+for _plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda ep: ep.name):
+    _plugin.load()(app)
 
 
 def main() -> None:

@@ -1,10 +1,9 @@
-"""CLI: ``skewroute spark-job`` (run a route's Spark consumer locally) and ``skewroute spark-bench``.
+"""CLI: ``skewroute spark-job`` (run a route's Spark consumer).
 
 Examples::
 
     skewroute spark-job --config skewroute.yaml --route clicks            # until Ctrl-C
     skewroute spark-job --config skewroute.yaml --available-now           # what is there, then stop
-    skewroute spark-bench --records 1000000 --batch 250000 -p hash,pkg,cam,dalton
 """
 
 from __future__ import annotations

@@ -3,10 +3,9 @@
 Protocol core (no Kafka, no threads): :mod:`.client` (a router's PREPARE / AWAIT state and the message
 conversions), :mod:`.reducer` (the QtableReducer's rounds and DSYNC adaptation), :mod:`.membership`
 (live members, reducer election), :mod:`.node` (all three for one router instance and route).
-Transports: :mod:`.inprocess` (benchmarks: P routers, no broker), :mod:`.kafka` (the control topic: a
-producer and a broadcast reader per worker), :mod:`.service` (attached to a router worker).
-Measurements (``skewroute bench-sync``): :mod:`.experiments` (convergence, DSYNC with a slowed reducer),
-:mod:`.overhead` (control traffic over a real broker), :mod:`.report` (PNG and markdown).
+Transports: :mod:`.kafka` (the control topic: a producer and a broadcast reader per worker) and
+:mod:`.service` (attached to a router worker); :mod:`router.choose.inprocess` runs P nodes on one in-memory
+topic, for ``advise`` and tests.
 """
 
 from router.sync.client import DirectPort, PartitionerPort, SyncClient, SyncState

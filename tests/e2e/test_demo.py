@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from router.lab.demo.report import ROWS
+from benchmarks.demo.report import ROWS
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.spark]
 

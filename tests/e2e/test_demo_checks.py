@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from router.lab.demo.checks import exactness, reference_aggregates
-from router.lab.demo.report import ROWS, render_markdown
-from router.lab.demo.source import T0_MS, build_input
+from benchmarks.demo.checks import exactness, reference_aggregates
+from benchmarks.demo.report import ROWS, render_markdown
+from benchmarks.demo.source import T0_MS, build_input
 
 WINDOW_MS = 10_000
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from router.lab.e2e.plan import DIRECT, ROUTED
+from benchmarks.e2e.plan import DIRECT, ROUTED
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.spark]
 

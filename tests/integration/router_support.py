@@ -11,9 +11,9 @@ import numpy as np
 import orjson
 from confluent_kafka import TopicPartition
 
+from benchmarks.topic_reader import TopicRecord, read_topic
 from connectors.admin import TopicSpec, ensure_route_topics, ensure_topics
 from connectors.kafka import make_admin, make_consumer, make_producer
-from connectors.topic_reader import TopicRecord, read_topic
 from router.dataplane import RouteDataPlane
 from router.observability import RouterMetrics
 from router.plane_parts import make_partitioner

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from connectors.topic_reader import read_topic
+from benchmarks.topic_reader import read_topic
 from schemas.settings import KafkaSettings, SkewrouteSettings
 
 T0 = 1_700_000_000_000  # a multiple of 10 s: windows start at T0 + k * slide

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.demo.processes import Processes
+from benchmarks.soak_parts import Verifier, worker_config
+from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.apache_kafka import ApacheKafkaCluster
 from connectors.broker import free_port
 from connectors.kafka import make_admin
-from connectors.topic_reader import read_topic
-from router.lab.demo.processes import Processes
-from router.lab.soak_parts import Verifier, worker_config
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from tests.integration.router_support import RAW_PARTITIONS, produce, wait_for, zipf_records
 from tests.integration.spark_support import assert_same, raw_recs, read_results, reference, run_available_now

@@ -21,12 +21,12 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from benchmarks.demo.processes import Processes
+from benchmarks.soak_parts import Verifier, kill_group, worker_config
+from benchmarks.topic_reader import read_topic
 from connectors.apache_kafka import ApacheKafkaCluster
 from connectors.broker import free_port
 from connectors.kafka import make_admin, make_consumer
-from connectors.topic_reader import read_topic
-from router.lab.demo.processes import Processes
-from router.lab.soak_parts import Verifier, kill_group, worker_config
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from tests.integration.router_support import RAW_PARTITIONS, multiset_in, produce, wait_for, zipf_records
 from tests.integration.spark_support import assert_same, raw_recs, read_results, reference, run_available_now

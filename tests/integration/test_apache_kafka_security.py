@@ -25,13 +25,13 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from benchmarks.demo.processes import Processes, router_command
+from benchmarks.soak_parts import Verifier, worker_config
+from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.apache_kafka import ApacheKafkaCluster
 from connectors.broker import free_port
 from connectors.kafka import make_admin
-from connectors.topic_reader import read_topic
-from router.lab.demo.processes import Processes, router_command
-from router.lab.soak_parts import Verifier, worker_config
 from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from tests.integration.router_support import RAW_PARTITIONS, produce, routed, run_plane, settings, zipf_records

@@ -20,9 +20,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from benchmarks.soak_parts import worker_config
+from benchmarks.topic_reader import read_topic
 from connectors.apache_kafka import ApacheKafkaCluster
-from connectors.topic_reader import read_topic
-from router.lab.soak_parts import worker_config
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from tests.integration.router_support import produce, run_plane, zipf_records
 from tests.integration.spark_support import Rec, assert_same, read_results, reference

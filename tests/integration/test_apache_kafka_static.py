@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.demo.processes import Child, Processes, router_command
+from benchmarks.soak_parts import kill_group, worker_config
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.apache_kafka import ApacheKafkaCluster
 from connectors.broker import EmbeddedBroker, free_port
 from connectors.broker_traits import resolve_static_membership
 from connectors.kafka import make_admin
 from router.commands.worker import scrape
-from router.lab.demo.processes import Child, Processes, router_command
-from router.lab.soak_parts import kill_group, worker_config
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import RAW_PARTITIONS, wait_for
 from tests.integration.test_router_shutdown import _routes

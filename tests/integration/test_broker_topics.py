@@ -1,10 +1,10 @@
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_route_topics, ensure_topics, partition_count
 from connectors.broker import EmbeddedBroker, free_port
 from connectors.kafka import make_admin, make_producer
-from connectors.topic_reader import read_topic
 from schemas.exceptions import BrokerError, TopicMismatchError
 from schemas.settings import KafkaSettings, SkewrouteSettings
 

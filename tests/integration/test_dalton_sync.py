@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from benchmarks.workloads import zipf_probabilities
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
-from connectors.workloads import zipf_probabilities
-from router.lab.bench.measure import window_metrics
+from router.choose.measure import window_metrics
 from router.partitioners.dalton import DaltonPartitioner
 from router.sync import DirectPort, DsyncPolicy, NodeConfig, SyncNode
 from router.sync.kafka import KafkaSyncTransport

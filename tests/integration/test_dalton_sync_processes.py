@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.topic_reader import read_topic
 from connectors.admin import partition_count
 from connectors.broker import free_port
 from connectors.kafka import make_admin
-from connectors.topic_reader import read_topic
 from schemas.control import GlobalMessage, SyncMessage, parse_control
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import produce, wait_for, zipf_records

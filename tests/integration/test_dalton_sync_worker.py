@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_route_topics, ensure_topics
 from connectors.kafka import make_admin
-from connectors.topic_reader import read_topic
 from router.dataplane import RouteDataPlane
 from router.observability import RouterMetrics
 from router.partitioners.dalton import DaltonPartitioner

@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from benchmarks.demo.processes import Processes, router_command
 from connectors.broker import free_port
-from router.lab.demo.processes import Processes, router_command
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from spark_consumers.job import aggregate_stream, read_combiners
 from tests.integration.router_support import produce, routed, wait_for

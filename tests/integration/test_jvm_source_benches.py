@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.spark.bench import _stream
 from connectors.apache_kafka import ApacheKafkaCluster
 from connectors.kafka import make_admin
 from schemas.settings import KafkaSettings
-from spark_consumers.lab.bench import _stream
 from tests.integration.spark_support import Rec, assert_same, read_results, reference
 
 pytestmark = [pytest.mark.kafka, pytest.mark.apache_kafka, pytest.mark.spark, pytest.mark.slow, pytest.mark.extended]

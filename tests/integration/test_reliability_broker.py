@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.demo.processes import Processes, router_command
+from benchmarks.soak_parts import RawProducer, Verifier, worker_config
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import EmbeddedBroker, free_port
 from connectors.kafka import make_admin
-from router.lab.demo.processes import Processes, router_command
-from router.lab.soak_parts import RawProducer, Verifier, worker_config
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import RAW_PARTITIONS, wait_for
 from tests.integration.test_router_shutdown import _routes

@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.demo.processes import Processes, router_command
+from benchmarks.soak_parts import ControlWatcher, Verifier, worker_config
+from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import free_port
 from connectors.kafka import make_admin, make_producer
-from connectors.topic_reader import read_topic
-from router.lab.demo.processes import Processes, router_command
-from router.lab.soak_parts import ControlWatcher, Verifier, worker_config
 from schemas.control import SyncMessage, encode_control
 from schemas.records import DeadLetter
 from schemas.settings import KafkaSettings

@@ -18,12 +18,12 @@ import orjson
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from benchmarks.demo.processes import Child, Processes, router_command
+from benchmarks.soak_parts import Verifier, kill_group, worker_config
+from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import free_port
 from connectors.kafka import make_admin
-from connectors.topic_reader import read_topic
-from router.lab.demo.processes import Child, Processes, router_command
-from router.lab.soak_parts import Verifier, kill_group, worker_config
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from spark_consumers.job import start_job
 from tests.integration.router_support import RAW_PARTITIONS, multiset_in, produce, wait_for, zipf_records

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks.soak_parts import worker_config
 from connectors.broker import free_port
 from connectors.spark_source import kafka_options
 from router.app import _faust_broker
 from router.dataplane import RouteDataPlane
-from router.lab.soak_parts import worker_config
 from router.observability import RouterMetrics
 from router.sync.kafka import KafkaSyncTransport
 from schemas.exceptions import BrokerError

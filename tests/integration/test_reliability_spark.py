@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.demo.processes import Processes
+from benchmarks.soak_parts import kill_group, worker_config
+from benchmarks.spark.feed import assign_combiners, produce_routed
+from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
-from connectors.topic_reader import read_topic
-from router.lab.demo.processes import Processes
-from router.lab.soak_parts import kill_group, worker_config
-from spark_consumers.lab.feed import assign_combiners, produce_routed
 from tests.integration.router_support import wait_for
 from tests.integration.spark_support import T0, Rec, assert_same, read_results, reference
 
@@ -37,7 +37,7 @@ def _committed_batches(checkpoint: Path) -> int:
 
 
 def test_spark_job_killed_and_restarted_from_checkpoint_stays_exact(kafka, topic: str, tmp_path: Path) -> None:
-    from router.lab.demo.processes import spark_command
+    from benchmarks.demo.processes import spark_command
 
     rng = random.Random(3)
     keys = ["hot"] * 10 + ["warm"] * 4 + [f"k{i}" for i in range(40)]

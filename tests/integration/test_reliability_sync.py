@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.demo.processes import Processes, router_command
+from benchmarks.soak_parts import ControlWatcher, RawProducer, Verifier, kill_group, worker_config
+from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import free_port
 from connectors.kafka import make_admin
-from connectors.topic_reader import read_topic
-from router.lab.demo.processes import Processes, router_command
-from router.lab.soak_parts import ControlWatcher, RawProducer, Verifier, kill_group, worker_config
 from router.sync.service import LIVENESS_FLOOR_MS
 from schemas.control import GlobalMessage, parse_control
 from schemas.settings import KafkaSettings

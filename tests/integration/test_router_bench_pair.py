@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from router.lab.planes import PASSTHROUGH
-from router.lab.router_bench_pair import pair_table, run_pair
+from benchmarks.planes import PASSTHROUGH
+from benchmarks.router_bench_pair import pair_table, run_pair
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import produce, routed, zipf_records
 

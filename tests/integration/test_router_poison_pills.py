@@ -20,12 +20,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from benchmarks.demo.processes import Processes, router_command
+from benchmarks.soak_parts import Verifier, worker_config
+from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import free_port
 from connectors.kafka import make_admin, make_producer
-from connectors.topic_reader import read_topic
-from router.lab.demo.processes import Processes, router_command
-from router.lab.soak_parts import Verifier, worker_config
 from schemas.records import DeadLetter
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import RAW_PARTITIONS, wait_for

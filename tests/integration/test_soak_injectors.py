@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from router.lab.soak import SoakOptions, run_soak
+from benchmarks.soak import SoakOptions, run_soak
 from schemas.settings import KafkaSettings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.spark.feed import produce_routed
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from schemas.settings import KafkaSettings
 from spark_consumers.cluster import ClusterState, StandaloneCluster
-from spark_consumers.lab.feed import produce_routed
 from tests.integration.spark_support import T0, Rec, assert_same, read_results, reference
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.spark.feed import produce_routed
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from schemas.settings import SkewrouteSettings
 from spark_consumers.job import build_writer, start_job
-from spark_consumers.lab.feed import produce_routed
 from tests.integration.spark_support import T0
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]

@@ -20,11 +20,11 @@ import time
 
 import pytest
 
+from benchmarks.spark.feed import produce_routed
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from schemas.settings import SkewrouteSettings
 from spark_consumers.job import start_job
-from spark_consumers.lab.feed import produce_routed
 from tests.integration.spark_support import T0, Rec, assert_same, read_results, reference
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]

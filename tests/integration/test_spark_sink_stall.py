@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
+from benchmarks.spark.feed import assign_combiners, produce_routed
+from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import EmbeddedBroker, free_port
 from connectors.kafka import make_admin
-from connectors.topic_reader import read_topic
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from spark_consumers.job import JobHandle, start_job
-from spark_consumers.lab.feed import assign_combiners, produce_routed
 from tests.integration.spark_support import T0, Rec, assert_same, read_results, reference
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]

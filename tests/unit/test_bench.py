@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from connectors.workloads import make_workload
+from benchmarks.bench import BenchSpec, run_bench
+from benchmarks.bench.experiments import adaptation_lag, cumulative_imbalance, split_keys
+from benchmarks.bench.report import write_report
+from benchmarks.bench.suite import EXPERIMENTS, run_suite
+from benchmarks.workloads import make_workload
+from router.choose.advisor import advise, holistic_rule
 from router.cli import app
-from router.lab.bench import BenchSpec, run_bench
-from router.lab.bench.advisor import advise, holistic_rule
-from router.lab.bench.experiments import adaptation_lag, cumulative_imbalance, split_keys
-from router.lab.bench.report import write_report
-from router.lab.bench.suite import EXPERIMENTS, run_suite
 from router.partitioners import PartitionerState, registry
 from router.partitioners.simple import HashPartitioner
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from connectors.workloads import zipf_keys
+from benchmarks.workloads import zipf_keys
 from router.partitioners import create, distinct_candidates
 from router.partitioners.choices import DChoicesPartitioner, choices_for
 from router.partitioners.keys import KeyCodec

@@ -8,10 +8,10 @@ import numpy as np
 import orjson
 import pytest
 
+from router.choose.detect import detect_fields
+from router.choose.sample import route_sample, route_spec
+from router.choose.starter import Starter, proposed_route, render_starter
 from router.extract import SourceRecord
-from router.lab.choose.detect import detect_fields
-from router.lab.choose.sample import route_sample, route_spec
-from router.lab.choose.starter import Starter, proposed_route, render_starter
 from schemas.settings import RouteSettings, SkewrouteSettings
 
 T0 = 1_767_225_600_000

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from connectors.workloads import zipf_keys
+from benchmarks.workloads import zipf_keys
 from router import partitioners as P
 from router.partitioners.base import PartitionerState
 from router.partitioners.dalton import DaltonPartitioner

@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
-from connectors.topic_reader import TopicRecord
-from router.lab.demo import pipeline
-from router.lab.demo.options import DemoOptions, plan_run
+from benchmarks.demo import pipeline
+from benchmarks.demo.options import DemoOptions, plan_run
+from benchmarks.topic_reader import TopicRecord
 
 
 def _record(offset: int, key: bytes, count: int) -> TopicRecord:

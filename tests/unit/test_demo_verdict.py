@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from router.lab.demo.runner import _end_to_end
+from benchmarks.demo.runner import _end_to_end
 
 
 def _run(records_per_s: float, drain_s: float, produce_s: float = 24.0) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from router.lab.e2e.measures import drift, list_schedule, percentiles, record_latencies, settled
+from benchmarks.e2e.measures import drift, list_schedule, percentiles, record_latencies, settled
 
 
 def test_list_schedule_replays_spark_handing_tasks_to_the_first_free_slot() -> None:

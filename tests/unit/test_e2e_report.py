@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from router.lab.e2e.report import _recheck_lines, _warm_line
+from benchmarks.e2e.report import _recheck_lines, _warm_line
 
 
 def test_warm_line_lists_the_passes_and_whether_they_settled() -> None:

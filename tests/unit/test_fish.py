@@ -6,7 +6,7 @@ import mmh3
 import numpy as np
 import pytest
 
-from connectors.workloads import zipf_keys
+from benchmarks.workloads import zipf_keys
 from router import partitioners as P
 from router.partitioners.fish import FISHPartitioner
 from router.partitioners.ring import ConsistentRing

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks.e2e import query
+from benchmarks.e2e.plan import DIRECT, JVM, ROUTED, E2EOptions, RunSpec, base_config, config_doc, session_config
+from benchmarks.spark.bench import parse_sources, session_spark
 from router.cli import app
-from router.lab.e2e import query
-from router.lab.e2e.plan import DIRECT, JVM, ROUTED, E2EOptions, RunSpec, base_config, config_doc, session_config
 from schemas.settings import SparkSettings
 from spark_consumers.job import DEFAULT_KAFKA_PACKAGE, session_conf
-from spark_consumers.lab.bench import parse_sources, session_spark
 from tests.unit.test_spark_options import _Reader  # the recording fake of spark.readStream
 
 PKG = "org.apache.spark:spark-sql-kafka-0-10_2.13:9.9.9"

@@ -1,4 +1,4 @@
-from router.lab.planes import PassThrough
+from benchmarks.planes import PassThrough
 
 
 def test_passthrough_spreads_records_evenly_over_all_combiners_across_batches() -> None:

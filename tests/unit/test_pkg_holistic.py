@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connectors.workloads import zipf_keys
+from benchmarks.workloads import zipf_keys
 from router.partitioners import KeyCodec, Partitioner, PartitionerState, create, distinct_candidates
 from router.partitioners.holistic import HolisticPartitioner
 from router.partitioners.metrics import count_windows

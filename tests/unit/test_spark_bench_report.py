@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_consumers.lab.bench import BenchResult, render_markdown
+from benchmarks.spark.bench import BenchResult, render_markdown
 from spark_consumers.observability import BatchStats
 
 

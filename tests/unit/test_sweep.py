@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from router.lab.sweep import Cell, Result, caps, dominates, grid, replication_floor, run_sweep, summary, write_sweep
+from benchmarks.sweep import Cell, Result, caps, dominates, grid, replication_floor, run_sweep, summary, write_sweep
 
 # A few cells per axis (skew, n, distinct keys), 10 windows of 1,000 tuples each; the full grid is
 # ``skewroute bench --suite sweep``.

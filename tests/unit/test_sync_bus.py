@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
-from router.lab.sync_bench.inprocess import InProcessBus, SyncOptions, make_bus
+from router.choose.inprocess import InProcessBus, SyncOptions, make_bus
 from router.partitioners.dalton import DaltonPartitioner
 from router.sync import DsyncPolicy, NodeConfig, SyncNode
 from router.sync.client import DirectPort
@@ -189,8 +189,8 @@ def test_dalton_routers_agree_on_global_hot_keys_and_rows() -> None:
 
 # -- the benchmark's sync path ------------------------------------------------------------------------------
 def test_bench_runs_the_protocol_in_process() -> None:
-    from connectors.workloads import make_workload
-    from router.lab.bench import BenchSpec, run_bench
+    from benchmarks.bench import BenchSpec, run_bench
+    from benchmarks.workloads import make_workload
 
     wl = make_workload("multi:kinds=uniform+zipf+zipf,s=1.5,keys=2000,tuples=30000,batch=500")
     runs = {}
@@ -207,8 +207,8 @@ def test_bench_runs_the_protocol_in_process() -> None:
 
 
 def test_sync_experiments_and_report(tmp_path: pathlib.Path) -> None:
-    from router.lab.sync_bench.experiments import convergence, dsync_trace, settle_time
-    from router.lab.sync_bench.report import write_sync_report
+    from benchmarks.sync_bench.experiments import convergence, dsync_trace, settle_time
+    from benchmarks.sync_bench.report import write_sync_report
 
     runs = convergence(20_000, (1, 2))
     assert {(r.routers, r.mode) for r in runs} == {(1, "synced"), (1, "pkg"), (2, "synced"), (2, "pkg"), (2, "never")}

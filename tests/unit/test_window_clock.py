@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from connectors.workloads import make_workload
+from benchmarks.workloads import make_workload
 from router.partitioners import create
 from router.plane_parts import window_clock
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectors.workloads import make_workload, parse_spec, tagged_batches, zipf_probabilities
+from benchmarks.workloads import make_workload, parse_spec, tagged_batches, zipf_probabilities
 from schemas.exceptions import ConfigError
 
 

@@ -1,0 +1,63 @@
+"""CLI: ``skewroute router-bench`` (throughput of the router data plane per partitioner)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from router.commands import LAB
+
+__all__ = ["register"]
+
+MODES = ("both", "pairs", "separate")
+
+
+def router_bench(
+    records: int = typer.Option(300_000, "--records", min=1, help="records per workload"),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="runs per configuration (the median is reported)"),
+    batch: int = typer.Option(20_000, "--batch", min=1, help="router.batch_max_records of the workers"),
+    combiners: int = typer.Option(8, "--combiners", "-n", min=1, help="number of combiners n"),
+    bootstrap: str | None = typer.Option(None, "--bootstrap", help="an existing broker (default: start one)"),
+    partitioners: str | None = typer.Option(
+        None, "--partitioners", "-p", help="comma-separated configurations (default: passthrough and all)"
+    ),
+    workloads: str = typer.Option("zipf1.5,uniform", "--workloads", help="comma-separated: zipf1.5, uniform"),
+    timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="longest run of one worker process (s)"),
+    producer_conf: str = typer.Option("{}", "--producer-conf", help="extra librdkafka producer properties (JSON)"),
+    out: Path = typer.Option(Path("reports"), "--out", "-o", help="report folder (writes `router-throughput.md`)"),
+    hotpath: bool = typer.Option(False, "--hotpath", help="only the in-memory per-phase CPU profile (no broker)"),
+    mode: str = typer.Option(
+        "both",
+        "--mode",
+        help="`pairs`: pass-through and each partitioner in one process, turn by turn (robust "
+        "ratios); `separate`: one worker process per configuration (absolute rates); `both`",
+    ),  # fmt: skip
+    brokers: str = typer.Option(
+        "tansu",
+        "--brokers",
+        help="without --bootstrap: brokers to start and measure side by side in this run: "
+        "tansu and/or kafka (Apache Kafka, one KRaft node), comma-separated",
+    ),  # fmt: skip
+) -> None:
+    """Router throughput per partitioner next to a pass-through route (tuples/s, µs per tuple per phase)."""
+    from benchmarks.router_bench import main
+    from benchmarks.router_bench_workloads import WORKLOADS
+
+    if mode not in MODES:
+        raise typer.BadParameter(" or ".join(MODES), param_hint="--mode")
+    unknown = [w for w in workloads.split(",") if w not in WORKLOADS]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown {', '.join(unknown)}; valid: {', '.join(WORKLOADS)}", param_hint="--workloads"
+        )
+    main(
+        records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, partitioners=partitioners,
+        workloads=workloads, timeout=timeout, producer_conf=producer_conf, out=out, hotpath=hotpath, mode=mode,
+        brokers=brokers,
+    )  # fmt: skip
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``router-bench`` to the CLI."""
+    app.command("router-bench", rich_help_panel=LAB)(router_bench)

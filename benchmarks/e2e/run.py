@@ -1,0 +1,349 @@
+"""Orchestration of ``skewroute e2e-bench``: per ``n``, a backlog phase then a rate phase for every configuration.
+
+Backlog phase (drain): the seeded input is produced to the configuration's keyed raw topic as fast as
+possible; routed configurations first route all of it with their router workers (started, owning their
+partitions, then fed; their CPU counted from then on); then the job drains the topic (``availableNow``,
+micro-batches of at most ``batch`` records) while the CPU of the Spark process tree is counted. The results
+are checked against a direct computation.
+
+Rate phase (latency): the job (processing-time trigger) and the router workers run while the input is produced
+at a fixed rate -- by default a fraction of the direct job's drain rate measured in the backlog phase, i.e.
+near the direct pipeline's capacity -- and every record's latency is read back from the results topic.
+
+Warm-up and run order (why routed hash once drained ~2x faster than direct): the configurations run one after
+the other in one Spark session, direct first. The session keeps getting faster over its first few hundred
+thousand records (JVM JIT, Python workers and their cached consumers), so a short warm-up (20k records) left
+most of that cost to the first measured configuration. Measured on this machine (n = 8, 100k records,
+micro-batches of 25k, same session, load 5-9): direct, hash, hash, direct, direct, hash drained at 4.0k, 9.5k,
+11.1k, 11.4k, 13.9k, 10.3k records/s -- direct first was slow, direct later was as fast as hash. The same query
+reading the raw topic and the hash-routed combiner topic alternately drains both at the same rate (the topics'
+layouts -- record sizes, Kafka batches, keys -- make no difference), so the gap was the run order, not
+routing. Therefore:
+
+- the warm-up is a direct backlog pass of the measured size, on the first ``n``, repeated until two
+  consecutive passes drain within ``warm_tolerance`` of each other (at most ``warm_passes``); its rates are in
+  ``result.json`` (``warm_up``) and the report;
+- after the other configurations of an ``n``, direct's backlog is measured once more (``recheck``); the
+  report shows both rates and their drift, the noise floor of every ratio against direct.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from benchmarks.demo import checks
+from benchmarks.demo.pipeline import stop_query
+from benchmarks.demo.processes import Processes
+from benchmarks.demo.source import T0_MS, DemoInput, build_input
+from benchmarks.e2e.feed import KeyedProducer, Routers
+from benchmarks.e2e.measures import drift, percentiles, record_latencies, settled, tree_cpu_seconds
+from benchmarks.e2e.plan import E2EOptions, RunSpec, session_config
+from benchmarks.e2e.query import batch_summary, shuffle_written, start_query
+from benchmarks.topic_reader import read_topic
+from connectors.admin import TopicSpec, ensure_topics
+from connectors.kafka import make_admin
+from schemas.exceptions import SkewrouteError
+
+__all__ = ["run_e2e", "run_one"]
+
+log = logging.getLogger("benchmarks.e2e")
+RESTARTS = 10  # starts of a query that fails before its first micro-batch
+
+
+def _spark_pid(spark: Any) -> int:
+    return int(spark.sparkContext._gateway.proc.pid)
+
+
+def _topics(spec: RunSpec) -> None:
+    names = {spec.raw_topic, spec.read_topic, spec.results_topic, f"{spec.tag}.dlq"}
+    specs = [TopicSpec(t, spec.n, exact=True) for t in sorted(names)]
+    if spec.routed:
+        specs.append(TopicSpec(f"{spec.tag}.control", 1))  # Dalton's sync
+    ensure_topics(make_admin(spec.settings().kafka), specs)
+
+
+def _drop_topics(spec: RunSpec) -> None:
+    """Delete the run's topics (the embedded broker keeps everything in memory)."""
+    admin = make_admin(spec.settings().kafka)
+    names = [spec.raw_topic, spec.read_topic, spec.results_topic, f"{spec.tag}.dlq", f"{spec.tag}.control"]
+    try:
+        for fut in admin.delete_topics(sorted(set(names)), operation_timeout=10).values():
+            with contextlib.suppress(Exception):  # a topic that never existed
+                fut.result(15)
+    except Exception as exc:  # noqa: BLE001 - cleanup only
+        log.warning("deleting topics of %s: %s", spec.tag, exc)
+
+
+def _results(spec: RunSpec) -> tuple[dict[bytes, dict[str, Any]], list[tuple[dict[str, Any], int]]]:
+    """Last result per message key, and every result message with its Kafka timestamp (ms)."""
+    last: dict[bytes, dict[str, Any]] = {}
+    every: list[tuple[dict[str, Any], int]] = []
+    # idle 5 s: under load the tail past a stale high watermark can take seconds to arrive
+    for r in read_topic(spec.settings().kafka, spec.results_topic, idle_s=5.0):
+        if r.key is not None and r.value is not None:
+            row = orjson.loads(r.value)
+            last[r.key] = row
+            every.append((row, r.timestamp))
+    return last, every
+
+
+def _latency(data: DemoInput, sent_s: np.ndarray, every: list[tuple[dict[str, Any], int]], window_ms: int
+             ) -> np.ndarray:  # fmt: skip
+    """Per record: seconds from production to the first result counting it (NaN: never counted)."""
+    uniq, codes = np.unique(data.keys, return_inverse=True)
+    code_of = {str(k): i for i, k in enumerate(uniq.tolist())}
+    k = len(uniq)
+    group = ((data.times - T0_MS) // window_ms).astype(np.int64) * k + codes.astype(np.int64)
+    rg, rc, rs = [], [], []
+    for row, ts in every:
+        c = code_of.get(str(row["key"]))
+        if c is None:
+            continue
+        rg.append((int(row["window_start"]) - T0_MS) // window_ms * k + c)
+        rc.append(int(row["count"]))
+        rs.append(ts / 1000)
+    return record_latencies(group, sent_s, np.array(rg, np.int64), np.array(rc, np.int64), np.array(rs))
+
+
+def _series(sent_s: np.ndarray, lat: np.ndarray, start: float) -> dict[str, list[float | None]]:
+    """Latency p50/p99 per second of production (for the plot)."""
+    sec = np.floor(sent_s - start).astype(np.int64)
+    out: dict[str, list[float | None]] = {"second": [], "p50": [], "p99": []}
+    for s in np.unique(sec):
+        v = lat[(sec == s) & np.isfinite(lat)]
+        out["second"].append(float(s))
+        out["p50"].append(float(np.percentile(v, 50)) if v.size else None)
+        out["p99"].append(float(np.percentile(v, 99)) if v.size else None)
+    return out
+
+
+class _Query:
+    """A run's streaming query, started again when it fails before its first micro-batch.
+
+    On an overloaded host Spark's Python workers can miss their connect-back timeout before the first
+    micro-batch; the query is then started again and resumes from its checkpoint.
+    """
+
+    def __init__(self, spark: Any, settings: Any, spec: RunSpec, backlog: bool, split: int) -> None:
+        self.spark, self.settings, self.spec, self.backlog, self.split = spark, settings, spec, backlog, split
+        self.restarts = 0
+        self.handle = self._start()
+
+    def _start(self) -> Any:
+        return start_query(self.spark, self.settings, self.spec.config, available_now=self.backlog, split=self.split)
+
+    def failed_early(self) -> bool:
+        """Restart the query if it failed before its first micro-batch (``True``); raise if it failed later."""
+        exc = self.handle.query.exception()
+        if exc is None:
+            return False
+        if self.handle.stats or self.restarts >= RESTARTS:
+            raise SkewrouteError(f"{self.spec.tag}: the query failed: {exc}")
+        self.restarts += 1
+        log.warning("%s: query failed before its first batch (%s); starting it again", self.spec.tag,
+                    str(exc).splitlines()[0])  # fmt: skip
+        self.handle.stop()
+        self.handle = self._start()
+        return True
+
+    def await_end(self, timeout_s: float) -> None:
+        """Wait until an ``availableNow`` query has read everything."""
+        while True:
+            with contextlib.suppress(Exception):  # a failure surfaces through query.exception()
+                self.handle.query.awaitTermination(int(timeout_s))
+            if not self.failed_early():
+                return
+
+
+def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: float) -> dict[str, Any]:
+    """One configuration in one phase (``spec.phase``); returns its part of ``result.json``."""
+    o = spec.opts
+    settings = spec.settings()
+    _topics(spec)
+    doc: dict[str, Any] = {"config": spec.config, "n": spec.n, "phase": spec.phase, "records": len(data)}
+    routers: Routers | None = None
+    query: _Query | None = None
+    backlog = spec.phase == "backlog"
+    producer = KeyedProducer(settings.kafka, spec.raw_topic, data, 0.0 if backlog else rate)
+    try:
+        if spec.routed:
+            routers = Routers(spec, procs, o.routers).start()
+        if backlog:
+            t0 = time.monotonic()
+            producer.run_to_end()
+            if routers is not None:
+                routers.wait(lambda v: sum(x["routed"] for x in v) >= len(data), o.timeout_s, "routing the backlog")
+                doc["route_s"] = time.monotonic() - t0
+                doc["router_cpu_s"] = routers.cpu_seconds() - routers.cpu0  # the routing only, not the idle drain
+        cpu0 = tree_cpu_seconds(_spark_pid(spark))
+        t_start = time.monotonic()
+        query = _Query(spark, settings, spec, backlog, o.split_factor * spec.n)
+        if backlog:
+            query.await_end(o.timeout_s)
+        else:
+            producer.start()
+            deadline = time.monotonic() + o.timeout_s + len(data) / rate
+            while sum(b.input_rows for b in query.handle.stats) < len(data) or not producer.done:
+                if producer.error is not None:
+                    raise SkewrouteError(f"{spec.tag}: producing failed: {producer.error}")
+                query.failed_early()
+                if routers is not None:
+                    routers.wait(lambda v: True, 1, "")  # raises when a worker died
+                if time.monotonic() > deadline:
+                    raise SkewrouteError(f"{spec.tag}: timed out waiting for Spark to read every record")
+                time.sleep(0.2)
+        time.sleep(1.0)  # the listener's last progress event
+        handle = query.handle
+        stop_query(handle)
+        doc["spark_wall_s"] = time.monotonic() - t_start
+        doc["spark_cpu_s"] = tree_cpu_seconds(_spark_pid(spark)) - cpu0
+        if handle.query.exception() is not None:
+            raise SkewrouteError(f"{spec.tag}: the query failed: {handle.query.exception()}")
+        doc["spark"] = batch_summary(handle.stats)
+        doc["spark"]["shuffled_all_stages"] = shuffle_written(spark, str(handle.query.runId))
+        if routers is not None:
+            doc.setdefault("router_cpu_s", routers.cpu_seconds() - routers.cpu0)
+            doc["routed"] = routers.routed()
+    finally:
+        producer.stop()
+        if query is not None and query.handle.query.isActive:
+            query.handle.stop()
+        if routers is not None:
+            routers.stop()
+    router_cpu = doc.get("router_cpu_s", 0.0)
+    doc["router_cpu_s_per_million"] = router_cpu / len(data) * 1e6 if spec.routed else None
+    doc["spark_cpu_us_per_record"] = doc["spark_cpu_s"] / len(data) * 1e6
+    doc["total_cpu_us_per_record"] = (doc["spark_cpu_s"] + router_cpu) / len(data) * 1e6
+    last, every = _results(spec)
+    exact = checks.exactness(data, last, o.window_s * 1000)
+    doc["exactness"] = {**exact.as_dict(), "wrong": exact.mismatching + exact.missing + exact.extra}
+    if spec.phase == "rate":
+        lat = _latency(data, producer.sent_s, every, o.window_s * 1000)
+        ok = lat[np.isfinite(lat)]
+        doc["latency"] = {"rate": rate, "counted": int(ok.size), **percentiles(ok),
+                          "series": _series(producer.sent_s, lat, producer.first_s or 0.0)}  # fmt: skip
+    _drop_topics(spec)
+    return doc
+
+
+def _warm_up(spark: Any, opts: E2EOptions, prefix: str, folder: Path, bootstrap: str, procs: Processes
+             ) -> dict[str, Any]:  # fmt: skip
+    """Unreported direct backlog passes until the drain rate settles (see the module docstring).
+
+    With ``-jvm`` configurations, one more unreported pass with the JVM source (``direct-jvm``) afterwards, so the
+    first JVM run does not pay for the connector's classes and JIT either.
+    """
+    doc: dict[str, Any] = {"records": opts.warmup, "n": opts.combiners[0], "rates": [], "settled": False,
+                           "tolerance": opts.warm_tolerance}  # fmt: skip
+    if opts.warmup <= 0:
+        return doc
+    data = build_input(opts.workload, opts.warmup, 0, opts.seed + 99)
+    for i in range(max(1, opts.warm_passes)):
+        spec = RunSpec("direct", opts.combiners[0], "backlog", f"{prefix}-warm{i}", folder / "warm-up" / str(i),
+                       bootstrap, opts)  # fmt: skip
+        try:
+            run = run_one(spark, spec, data, procs, 0.0)
+        except SkewrouteError as exc:  # the first measured configuration pays for the warm-up then
+            log.warning("warm-up pass %d failed: %s", i + 1, exc)
+            doc["error"] = str(exc)
+            break
+        doc["rates"].append(run["spark"]["steady_rate"])
+        log.info("warm-up pass %d: %s records/s", i + 1, run["spark"]["steady_rate"])
+        if settled(doc["rates"], opts.warm_tolerance):
+            doc["settled"] = True
+            break
+    if session_config(opts.configs) != "direct":
+        spec = RunSpec(session_config(opts.configs), opts.combiners[0], "backlog", f"{prefix}-warmjvm",
+                       folder / "warm-up" / "jvm", bootstrap, opts)  # fmt: skip
+        try:
+            doc["jvm_rate"] = run_one(spark, spec, data, procs, 0.0)["spark"]["steady_rate"]
+        except SkewrouteError as exc:
+            log.warning("JVM-source warm-up pass failed: %s", exc)
+    return doc
+
+
+def _measured(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: float) -> dict[str, Any]:
+    """:func:`run_one`, or the error that stopped it (the other configurations still run)."""
+    try:
+        return run_one(spark, spec, data, procs, rate)
+    except SkewrouteError as exc:
+        log.error("%s failed: %s", spec.tag, exc)
+        return {"config": spec.config, "n": spec.n, "phase": spec.phase, "records": len(data), "error": str(exc)}
+
+
+def _recheck(spark: Any, opts: E2EOptions, n: int, prefix: str, bootstrap: str, data: DemoInput, procs: Processes,
+             first: float | None) -> dict[str, Any]:  # fmt: skip
+    """Direct's backlog measured again after the other configurations of ``n``: its drift from the first time."""
+    spec = RunSpec("direct", n, "backlog", f"{prefix}-again", opts.out / f"n{n}" / "backlog" / "direct-again",
+                   bootstrap, opts)  # fmt: skip
+    run = _measured(spark, spec, data, procs, 0.0)
+    again = run.get("spark", {}).get("steady_rate")
+    out = {"n": n, "config": "direct", "first_rate": first, "again_rate": again, "drift": drift(first, again)}
+    return out | ({"error": run["error"]} if "error" in run else {"exact": run["exactness"]["exact"]})
+
+
+def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, Any]:
+    """Every configuration, phase and ``n`` of ``opts``; the ``result.json`` document."""
+    from spark_consumers.job import build_session
+
+    prefix = f"e2e-{datetime.now(UTC):%H%M%S}-{os.getpid()}"
+    backlog = build_input(opts.workload, opts.records, 0, opts.seed)
+    first = RunSpec(session_config(opts.configs), opts.combiners[0], "backlog", prefix, opts.out / "session",
+                    bootstrap, opts)  # fmt: skip
+    spark = build_session(first.settings().spark, "skewroute-e2e-bench")
+    spark.sparkContext.setLogLevel("ERROR")
+    runs: list[dict[str, Any]] = []
+    rechecks: list[dict[str, Any]] = []
+    warm: dict[str, Any] = {}
+    load0 = os.getloadavg()
+    started = time.monotonic()
+    interrupted = False
+    try:
+        with Processes() as procs:
+            warm = _warm_up(spark, opts, prefix, opts.out, bootstrap, procs)
+            for n in opts.combiners:
+                rates: dict[str, float] = {}
+                for config in opts.configs:
+                    spec = RunSpec(config, n, "backlog", prefix, opts.out / f"n{n}" / "backlog" / config, bootstrap,
+                                   opts)  # fmt: skip
+                    doc = _measured(spark, spec, backlog, procs, 0.0)
+                    rates[config] = doc.get("spark", {}).get("steady_rate") or 0.0
+                    runs.append(doc)
+                    if on_run is not None:
+                        on_run(doc)
+                if opts.recheck and "direct" in opts.configs:
+                    rechecks.append(_recheck(spark, opts, n, prefix, bootstrap, backlog, procs, rates.get("direct")))
+                rate = opts.rate or opts.rate_fraction * rates.get("direct", max(rates.values(), default=1_000.0))
+                rate = max(100.0, rate)
+                data = build_input(opts.workload, int(rate * opts.rate_seconds), rate, opts.seed + 1)
+                for config in opts.configs:
+                    spec = RunSpec(config, n, "rate", prefix, opts.out / f"n{n}" / "rate" / config, bootstrap, opts)
+                    doc = _measured(spark, spec, data, procs, rate)
+                    runs.append(doc)
+                    if on_run is not None:
+                        on_run(doc)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: report what was measured so far
+        interrupted = True
+    finally:
+        spark.stop()
+    return {
+        "interrupted": interrupted,
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in replace(opts).__dict__.items()},
+        "aggregations": opts.aggregations,
+        "machine": {"cores": os.cpu_count(), "load_start": list(load0), "load_end": list(os.getloadavg())},
+        "finished": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        "seconds": time.monotonic() - started,
+        "warm_up": warm,
+        "rechecks": rechecks,
+        "runs": runs,
+    }

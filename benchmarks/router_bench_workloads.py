@@ -1,0 +1,60 @@
+"""The workloads of ``skewroute router-bench``: which keys, which record values, and where the records live.
+
+A workload draws ``n`` keys over :data:`KEYS` distinct keys (Zipf with the workload's exponent, or uniform)
+and turns record ``i`` with key ``k`` into the small JSON value ``{"key":"k<k>","v":<i>}``, spread round-robin
+over :data:`RAW_PARTITIONS` raw partitions. The end-to-end sections route a topic preloaded with it
+(:func:`preload`); the hot-path profile routes the same records as in-memory Kafka messages
+(:func:`in_memory_messages`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KEYS", "RAW_PARTITIONS", "WORKLOADS", "in_memory_messages", "preload", "workload_keys"]
+
+#: workload name -> Zipf exponent (0: uniform)
+WORKLOADS = {"zipf1.5": 1.5, "uniform": 0.0}
+KEYS = 10_000
+RAW_PARTITIONS = 4
+
+
+def workload_keys(n: int, s: float, seed: int) -> list[int]:
+    """``n`` key indices in ``[0, KEYS)``: Zipf with exponent ``s``, uniform when ``s`` is 0."""
+    from benchmarks.workloads import zipf_probabilities
+
+    rng = np.random.default_rng(seed)
+    keys = rng.choice(KEYS, size=n, p=zipf_probabilities(KEYS, s)) if s > 0 else rng.integers(0, KEYS, n)
+    return list(keys.tolist())
+
+
+def _value(key: int, i: int) -> bytes:
+    return b'{"key":"k%d","v":%d}' % (key, i)
+
+
+def preload(bootstrap: str, topic: str, n: int, s: float, seed: int) -> None:
+    """Create ``topic`` with :data:`RAW_PARTITIONS` partitions and write the workload's ``n`` records to it."""
+    from connectors.admin import TopicSpec, ensure_topics
+    from connectors.kafka import make_admin, make_producer, produce_waiting
+    from schemas.settings import KafkaSettings
+
+    kafka = KafkaSettings(bootstrap_servers=bootstrap)
+    ensure_topics(make_admin(kafka), [TopicSpec(topic, RAW_PARTITIONS)])
+    p = make_producer(kafka, **{"linger.ms": 20})
+    for i, k in enumerate(workload_keys(n, s, seed)):
+        produce_waiting(p, topic, _value(k, i), partition=i % RAW_PARTITIONS)
+    if p.flush(120) != 0:
+        raise RuntimeError(f"preloading {topic} did not finish")
+
+
+def in_memory_messages(n: int, s: float, seed: int) -> list[Any]:
+    """The same records as real ``confluent_kafka.Message`` objects built in memory (topic ``raw``)."""
+    from confluent_kafka import Message
+
+    return [
+        Message(topic="raw", partition=i % RAW_PARTITIONS, offset=i // RAW_PARTITIONS, value=_value(k, i),
+                timestamp=(1, 1_700_000_000_000 + i))
+        for i, k in enumerate(workload_keys(n, s, seed))
+    ]  # fmt: skip
