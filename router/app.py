@@ -13,7 +13,7 @@ SIGINT (Faust's worker handles both) lets each finish its batch, deliver, commit
 Consumer groups: Faust's own consumer uses the group ``app_id`` (Faust's assignor protocol); each route's
 data plane uses ``<app_id>.<route>`` (librdkafka's), so the two protocols never meet in one group.
 Sync services find a route's runtime with ``app.skewroute.planes[route_name]`` (``.partitioner``,
-``.submit(fn)`` to touch it safely, ``.sync`` to attach themselves).
+``.submit(fn)`` to touch it safely; see :class:`router.sync.service.SyncablePlane`).
 """
 
 from __future__ import annotations
