@@ -70,12 +70,15 @@ from router.partitioners.keys import KeyBatch, KeyCodec
 from router.partitioners.ring import ConsistentRing
 from router.partitioners.spacesaving import SpaceSaving
 from router.partitioners.waterfill import level_fill, pair_fill, pkg_fill_many, two_choice_many
+from schemas.partitioner_settings import FISHSettings
 
 __all__ = ["FISHPartitioner"]
 
 I64 = npt.NDArray[np.int64]
 #: Pieces of the split keys of a segment: key indices, combiners, tuples (one entry per combiner used).
 Split = tuple[list[int], list[int], list[int]]
+#: Defaults (and, through ``create``, bounds) of every parameter.
+_DEFAULTS = FISHSettings()
 
 
 class FISHPartitioner(Partitioner):
@@ -84,7 +87,7 @@ class FISHPartitioner(Partitioner):
     ``alpha``: counter decay per epoch; ``theta``: hot share (default ``1/(4n)``); ``epoch``: tuples per
     epoch (``N_epoch``); ``k_max``: counters kept; ``d_min``: fewest candidates of a hot key;
     ``interval``: drain period ``T`` of the backlog estimate (unit of ``times``); ``virtual_nodes``: ring
-    points per combiner.
+    points per combiner. Defaults and bounds: :class:`~schemas.partitioner_settings.FISHSettings`.
     """
 
     name = "fish"
@@ -96,25 +99,16 @@ class FISHPartitioner(Partitioner):
         self,
         n: int,
         *,
-        alpha: float = 0.2,
-        theta: float | None = None,
-        epoch: int = 1000,
-        k_max: int = 1000,
-        d_min: int = 2,
-        interval: float = 10_000,
-        virtual_nodes: int = 64,
+        alpha: float = _DEFAULTS.alpha,
+        theta: float | None = _DEFAULTS.theta,
+        epoch: int = _DEFAULTS.epoch,
+        k_max: int = _DEFAULTS.k_max,
+        d_min: int = _DEFAULTS.d_min,
+        interval: float = _DEFAULTS.interval,
+        virtual_nodes: int = _DEFAULTS.virtual_nodes,
         **kw: Any,
     ) -> None:
         super().__init__(n, **kw)
-        if not 0 < alpha <= 1:
-            raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
-        if theta is not None and not 0 < theta < 1:
-            raise ValueError(f"theta must be in (0, 1), got {theta!r}")
-        for label, value in (("epoch", epoch), ("k_max", k_max), ("d_min", d_min), ("virtual_nodes", virtual_nodes)):
-            if int(value) != value or value < 1:
-                raise ValueError(f"{label} must be a positive integer, got {value!r}")
-        if not interval > 0:
-            raise ValueError(f"interval must be > 0, got {interval!r}")
         self.alpha = float(alpha)
         self.theta = 1.0 / (4 * self.n) if theta is None else float(theta)
         self.epoch = int(epoch)

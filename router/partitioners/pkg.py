@@ -20,10 +20,13 @@ import numpy.typing as npt
 from router.partitioners.accel import choice_kernels
 from router.partitioners.waterfill import pair_fill
 from router.partitioners.windows import I64, U64, GroupedPartitioner
+from schemas.partitioner_settings import PKGSettings
 
 __all__ = ["PKGPartitioner", "greedy_counts", "greedy_fill"]
 
 LoadMode = Literal["cumulative", "windowed"]
+#: Defaults (and, through ``create``, bounds) of every parameter.
+_DEFAULTS = PKGSettings()
 
 
 def greedy_counts(loads: list[int], count: int) -> list[int]:
@@ -96,7 +99,8 @@ class PKGPartitioner(GroupedPartitioner):
     """Partial Key Grouping over ``d`` choices (``d=2``: PKG; ``d>2``: PK-d / D-Choices).
 
     Parameters: ``d`` candidates per key (capped at ``n``); ``load`` ``"cumulative"`` (the paper) or
-    ``"windowed"`` (reset at each tumbling ``window`` boundary). Guarantees: every tuple goes to one of its
+    ``"windowed"`` (reset at each tumbling ``window`` boundary); defaults and bounds:
+    :class:`~schemas.partitioner_settings.PKGSettings`. Guarantees: every tuple goes to one of its
     key's candidates; the state is the load vector (and the current window), so a restored snapshot
     continues identically.
     """
@@ -105,11 +109,7 @@ class PKGPartitioner(GroupedPartitioner):
     splits_keys = True
     n_hashes = 2
 
-    def __init__(self, n: int, *, d: int = 2, load: LoadMode = "cumulative", **kw: Any) -> None:
-        if isinstance(d, bool) or int(d) != d or d < 1:
-            raise ValueError(f"d must be a positive integer, got {d!r}")
-        if load not in ("cumulative", "windowed"):
-            raise ValueError(f"load must be 'cumulative' or 'windowed', got {load!r}")
+    def __init__(self, n: int, *, d: int = _DEFAULTS.d, load: LoadMode = _DEFAULTS.load, **kw: Any) -> None:
         self.d = int(d)
         self.load = load
         super().__init__(n, **kw)
