@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from router.partitioners.accel import holistic_kernels
 from router.partitioners.cardinality import ExactSets, HllSets
-from router.partitioners.holistic_rules import Add, cm_loop, lm_loop, place_by_cards, place_by_loads
+from router.partitioners.holistic_rules import Add, cm_loop, least, lm_loop, place_by_cards, place_by_loads
 from router.partitioners.tumbling import KeyMasks, WindowHomes, known_prefix_loads, mask_adder
 from router.partitioners.windows import I64, U64, GroupedPartitioner
 from schemas.partitioner_settings import HolisticSettings
@@ -245,11 +245,7 @@ class _AffinityPartitioner(HolisticPartitioner):
         for kid, row, c in zip(ids, cand.tolist(), counts.tolist(), strict=True):
             home = find(kid, row)
             if home < 0:
-                home = row[0]
-                best = metric[home]
-                for x in row[1:]:
-                    if metric[x] < best:
-                        home, best = x, metric[x]
+                home = least(metric, row)
                 add(kid, home)
             elif refresh:
                 add(kid, home)

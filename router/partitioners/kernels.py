@@ -20,7 +20,7 @@ __all__ = ["am_kernel", "cam_kernel", "cm_kernel", "least_card", "lm_kernel", "w
 
 @njit(cache=True)
 def least_card(card, cand, i):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """The candidate of key ``i`` with the lowest ``card`` (ties: the earlier candidate)."""
+    """The candidate of key ``i`` with the lowest ``card`` (ties: the earlier candidate); twin of ``least``."""
     home = cand[i, 0]
     best = card[home]
     for j in range(1, cand.shape[1]):
