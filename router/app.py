@@ -159,7 +159,7 @@ def create_app(settings: SkewrouteSettings | None = None, *, web_port: int | Non
         datadir=str(r.state_dir / "faust"),
         store="memory://",
         autodiscover=False,
-        broker_session_timeout=6,  # group joins take ~3 s instead of ~23 s (see connectors.kafka)
+        broker_session_timeout=6,  # seconds: a short session keeps group joins short (see connectors.kafka)
         broker_heartbeat_interval=1,
         topic_partitions=1,
     )

@@ -27,7 +27,7 @@ Decisions where the paper is open (see docs/partitioners.md):
   64 virtual nodes per combiner (the paper gives none); ``interval`` defaults to 10,000 time units (the
   paper's 10 s in milliseconds).
 
-Batching approximations (the router assigns batches; per-tuple Python would cost ~1 us per tuple):
+Batching approximations (the router assigns batches, and the work is per distinct key, not per tuple):
 
 - A batch is cut at epoch boundaries into segments; each segment is handled per *distinct key*.
 - Counting: each distinct key of a segment updates the counter once with its segment count ``c``
@@ -43,17 +43,16 @@ Batching approximations (the router assigns batches; per-tuple Python would cost
   arrive back to back (exact for two candidates and equal ``P``; otherwise up to ties, the rounding
   remainder placed greedily). Order: PKG keys (2 candidates) by descending count, then the hot keys by
   ascending ``d`` (descending count within), so the most flexible keys come last and level what the
-  constrained ones left, as their tuples would when interleaved with the tail's (processing the top key
-  first measured 1.08 mean max/mean on zipf15 instead of 1.00). Within a key, tuples go to its candidates
+  constrained ones left, as their tuples would when interleaved with the tail's (docs/partitioners.md
+  compares it with top key first). Within a key, tuples go to its candidates
   in arrival order, candidate by candidate in ring order.
 - The drain check runs once per segment, at the segment's first time.
 
 Extras: :meth:`FISHPartitioner.degree` (the candidates CHK gives a key now) and
 :meth:`FISHPartitioner.backlog` (the ``C_w`` estimate) for tests and metrics; snapshots leave out the ring
 (rebuilt from ``n``, ``virtual_nodes`` and ``hash_seed``). ``window``/``slide`` are not used: FISH's own
-clocks are the epoch (tuples) and ``interval`` (time). Throughput (one core, batches of 1,000, the shared
-``check_quality`` tool, key-encoding warm-up included): ~1.8M tuples/s on zipf15, ~1.0M on uniform, where
-~950 of the batch's keys are one-tuple PKG keys decided one by one (``waterfill.two_choice``).
+clocks are the epoch (tuples) and ``interval`` (time). One-tuple PKG keys, most of the keys of a
+tail-heavy batch, are decided one by one (:func:`~router.partitioners.waterfill.two_choice_many`).
 """
 
 from __future__ import annotations

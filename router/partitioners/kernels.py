@@ -7,7 +7,8 @@ floating-point comparisons of LM give the same decisions; tests compare both). C
 tumbling store's key masks, ``uint64`` here, so they serve ``n <= 64`` combiners (AM and cAM any ``n``); the
 Python rules serve the rest, the other stores and any machine without numba.
 
-Compiled on first use and cached next to this file (``cache=True``): ~2 s once, ~0.3 s per process after.
+Compiled on first use and cached next to this file (``cache=True``); loaded through
+:func:`router.partitioners.accel.holistic_kernels`.
 """
 
 from __future__ import annotations
