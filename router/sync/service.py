@@ -21,10 +21,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import faust
 from mode import Service
 
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
+from router.observability import RouterMetrics
 from router.partitioners.base import Partitioner
 from router.sync.client import DirectPort, SyncablePartitioner, as_syncable
 from router.sync.kafka import KafkaSyncTransport
@@ -78,7 +80,7 @@ class SyncRuntime(Protocol):
         ...
 
     @property
-    def metrics(self) -> Any:
+    def metrics(self) -> RouterMetrics:
         """The worker's metrics; the sync collector registers in ``metrics.registry``."""
         ...
 
@@ -202,7 +204,7 @@ class DaltonSyncService(Service):
             await asyncio.get_running_loop().run_in_executor(None, self.transport.stop)
 
 
-def attach_sync(app: Any, runtime: SyncRuntime) -> None:
+def attach_sync(app: faust.App, runtime: SyncRuntime) -> None:
     """Add the Dalton sync service to a router worker's Faust app."""
 
     class RouterDaltonSync(DaltonSyncService):  # Faust instantiates services itself, with loop/beacon only
