@@ -20,7 +20,7 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "queue.buffering.max.messages": 1_000_000,
     "compression.type": "none",
 }
-#: Our consumer defaults: manual commits, short session timeout (group joins take ~3 s instead of ~23 s).
+#: Our consumer defaults: manual commits, a short session timeout (a group join waits for it; BENCHMARKS.md).
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "enable.auto.commit": False,
     "auto.offset.reset": "earliest",

@@ -53,9 +53,8 @@ def make_probe_consumer(conf: Mapping[str, Any]) -> Consumer:
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "fetch.wait.max.ms": 20,
-            # librdkafka's default (1 s) postpones a fetch while its queue counts as full: a pooled consumer given
-            # its next range then waited ~1.0 s for the first records in 5 of 50 reads (tasks of 1.2 s instead of
-            # 0.25 s, each the straggler of its micro-batch); with 20 ms, in none of 50
+            # librdkafka's default (1 s) postpones a fetch while its queue counts as full, so a pooled consumer
+            # given its next range could wait that long for its first records: a straggler task (BENCHMARKS.md)
             "fetch.queue.backoff.ms": 20,
             "max.partition.fetch.bytes": 16 << 20,  # big fetches: one task reads a whole combiner partition
             "fetch.max.bytes": 64 << 20,

@@ -1,9 +1,9 @@
 """Decode routed-record values into typed Arrow columns inside the Spark data source (``decode=routed``).
 
 Why: Spark's ``from_json`` creates a Jackson parser per record (an ``InputStreamReader`` and fresh buffers each
-time); a JFR profile of the consumer job on this machine put 59% of the scan tasks' JVM time in it. Here a
-whole consumed batch is parsed at once by Arrow's C++ JSON reader (values joined by newlines), so the JVM
-receives typed columns and never sees the JSON.
+time), which dominated the scan tasks' JVM time (BENCHMARKS.md). Here a whole consumed batch is parsed at
+once by Arrow's C++ JSON reader (values joined by newlines), so the JVM receives typed columns and never sees
+the JSON.
 
 Columns (those of :func:`spark_consumers.aggregations.parse_routed`, without ``item``): ``key``, ``event_time``
 (UTC timestamp from ``t`` in ms), ``measure``, ``combiner`` (the Kafka partition read), ``src_topic``,

@@ -13,7 +13,7 @@ SIGINT (Faust's worker handles both) lets each finish its batch, deliver, commit
 Consumer groups: Faust's own consumer uses the group ``app_id`` (Faust's assignor protocol); each route's
 data plane uses ``<app_id>.<route>`` (librdkafka's), so the two protocols never meet in one group.
 Sync services find a route's runtime with ``app.skewroute.planes[route_name]`` (``.partitioner``,
-``.submit(fn)`` to touch it safely, ``.sync`` to attach themselves).
+``.submit(fn)`` to touch it safely; see :class:`router.sync.service.SyncablePlane`).
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def create_app(settings: SkewrouteSettings | None = None, *, web_port: int | Non
         datadir=str(r.state_dir / "faust"),
         store="memory://",
         autodiscover=False,
-        broker_session_timeout=6,  # group joins take ~3 s instead of ~23 s (see connectors.kafka)
+        broker_session_timeout=6,  # seconds: a short session keeps group joins short (see connectors.kafka)
         broker_heartbeat_interval=1,
         topic_partitions=1,
     )

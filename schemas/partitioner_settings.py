@@ -14,6 +14,7 @@ from pydantic import Field
 from schemas.model import FrozenModel
 
 __all__ = [
+    "HASH_SEED",
     "CustomPartitionerSettings",
     "DaltonSettings",
     "FISHSettings",
@@ -27,6 +28,9 @@ __all__ = [
     "settings_model",
 ]
 
+#: Seed of a route's first candidate hash (hash ``j`` uses ``HASH_SEED + 4 j``: 13, 17, ... as gdfm's PKG).
+HASH_SEED = 13
+
 
 class _Base(FrozenModel):
     def params(self) -> dict[str, Any]:
@@ -38,7 +42,7 @@ class HashSettings(_Base):
     """Key grouping: ``murmur3_32(key) mod n``."""
 
     name: Literal["hash"] = "hash"
-    hash_seed: int = Field(13, description="murmur3 seed; must be equal on every router of a route")
+    hash_seed: int = Field(HASH_SEED, description="murmur3 seed; must be equal on every router of a route")
 
 
 class ShuffleSettings(_Base):
@@ -55,7 +59,7 @@ class PKGSettings(_Base):
     load: Literal["cumulative", "windowed"] = Field(
         "cumulative", description="local load estimate: since start (paper) or per tumbling window"
     )
-    hash_seed: int = Field(13, description="seed of the first candidate hash")
+    hash_seed: int = Field(HASH_SEED, description="seed of the first candidate hash")
 
 
 class HolisticSettings(_Base):
@@ -70,7 +74,7 @@ class HolisticSettings(_Base):
         "tumbling", description="state reset at tumbling window boundaries, or expiry over a sliding window"
     )
     p: float = Field(0.5, ge=0, le=1, description="LM only: weight of tuple load vs key cardinality")
-    hash_seed: int = Field(13, description="seed of the first candidate hash")
+    hash_seed: int = Field(HASH_SEED, description="seed of the first candidate hash")
 
     def params(self) -> dict[str, Any]:
         """Constructor keyword arguments (``p`` only for LM)."""
@@ -104,7 +108,7 @@ class HeavyChoicesSettings(_Base):
     load: Literal["cumulative", "windowed"] = Field(
         "cumulative", description="local load estimate: since start (paper) or per tumbling window"
     )
-    hash_seed: int = Field(13, description="seed of the candidate hashes")
+    hash_seed: int = Field(HASH_SEED, description="seed of the candidate hashes")
 
 
 class DaltonSettings(_Base):

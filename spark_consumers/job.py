@@ -103,7 +103,7 @@ def executor_env_conf(spark: SparkSettings) -> dict[str, str]:
 
 
 #: Spark's Kafka connector used by ``spark.source: kafka`` when ``spark.kafka_package`` is unset. Maven Central
-#: has no 4.3 build of spark-sql-kafka (checked 2026-11-24: 4.2.0 is the newest); the 4.2.0 connector runs on
+#: has no 4.3 build of spark-sql-kafka (4.2.0 is the newest there; BENCHMARKS.md dates it); the 4.2.0 connector runs on
 #: Spark 4.3 (the JVM-source tests use it). Set ``spark.kafka_package`` to match your cluster's Spark.
 DEFAULT_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 

@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from benchmarks.sync_bench.slow_reducer import slow_reducer
 from benchmarks.workloads import make_workload, tagged_batches
 from router.choose.inprocess import SyncOptions, make_bus
 from router.choose.runner import BenchResult, BenchSpec, run_bench
 from router.partitioners import create
+from router.sync.client import as_syncable
 
 __all__ = ["ConvergenceRun", "DsyncTrace", "convergence", "convergence_time", "dsync_trace", "settle_time"]
 
@@ -140,7 +142,8 @@ def dsync_trace(
 
     wl = make_workload(f"multi:kinds=uniform+zipf,s=1.5,keys=10000,tuples={tuples},batch={batch}")
     parts = [create("dalton", n, window=60_000, slide=1_000, seed=1 + r, tail="hash") for r in range(2)]
-    bus = make_bus(parts, SyncOptions(dsync=initial, reducer_delay=delay, dsync_min=minimum, dsync_max=maximum))
+    options = SyncOptions(dsync=initial, dsync_min=minimum, dsync_max=maximum)
+    bus = make_bus([as_syncable(p) for p in parts], options, node=slow_reducer(delay))
     assert bus is not None
     times, delays = [], []
     for src, (keys, ts) in tagged_batches(wl):

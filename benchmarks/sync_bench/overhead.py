@@ -18,7 +18,7 @@ from benchmarks.workloads import zipf_probabilities
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from router.partitioners import create
-from router.sync.client import DirectPort
+from router.sync.client import DirectPort, as_syncable
 from router.sync.kafka import KafkaSyncTransport, wall_ms
 from router.sync.node import NodeConfig, SyncNode
 from router.sync.reducer import DsyncPolicy
@@ -47,7 +47,7 @@ def kafka_overhead(
     parts = [create("dalton", n, window=60_000, slide=1_000, seed=i, tail="hash") for i in range(routers)]
     nodes = [
         SyncNode(
-            DirectPort(p),
+            DirectPort(as_syncable(p)),
             NodeConfig(
                 deployment="overhead",
                 route="r",

@@ -3,9 +3,9 @@
 Same protocol code as over Kafka: every message is encoded, appended to one ordered log, and delivered
 (parsed) to every node, the sender included. Time is the stream's clock (the benchmark's tuple counter or
 event time); the benchmark calls :meth:`InProcessBus.tick` after every batch, so syncs and answers are
-delivered between batches. ``reducer_delay`` holds a round's GLOBAL back that long (an artificially slow
-reducer); ``mode="never"`` keeps the routers apart (each learns alone, as if the reducer never answered
-and nobody ever sent a SYNC).
+delivered between batches. ``mode="never"`` keeps the routers apart (each learns alone, as if the reducer
+never answered and nobody ever sent a SYNC). ``make_bus(..., node=...)`` builds the nodes with another
+:class:`~router.sync.node.SyncNode` subclass (the lab's artificially slow reducer).
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from router.sync.client import DirectPort
+from router.sync.client import DirectPort, SyncablePartitioner
 from router.sync.node import NodeConfig, SyncNode
 from router.sync.reducer import DsyncPolicy
 from schemas.control import GlobalMessage, SyncMessage, encode_control
 
-__all__ = ["BusStats", "InProcessBus", "SyncOptions", "make_bus"]
+__all__ = ["BusStats", "InProcessBus", "NodeFactory", "SyncOptions", "make_bus"]
 
 SyncMode = Literal["protocol", "never"]
+#: Builds one bus node from its port and configuration (``SyncNode`` or a subclass).
+NodeFactory = Callable[[DirectPort, NodeConfig], SyncNode]
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,6 @@ class SyncOptions:
 
     mode: SyncMode = "protocol"
     dsync: float = 1_000
-    reducer_delay: float | Callable[[float], float] = 0.0
     dsync_min: float | None = None  # default: dsync (the interval never drops below the configured one)
     dsync_max: float | None = None  # default: 64 * dsync
     liveness_factor: float = 3.0
@@ -115,14 +116,19 @@ class InProcessBus:
 
 
 def make_bus(
-    partitioners: Sequence[Any], options: SyncOptions, *, route: str = "bench", deployment: str = "bench"
+    partitioners: Sequence[SyncablePartitioner],
+    options: SyncOptions,
+    *,
+    route: str = "bench",
+    deployment: str = "bench",
+    node: NodeFactory = SyncNode,
 ) -> InProcessBus | None:
-    """A bus of one node per partitioner (``None`` with ``mode="never"``: nobody syncs)."""
+    """A bus of one ``node`` per partitioner (``None`` with ``mode="never"``: nobody syncs)."""
     if options.mode == "never":
         return None
     bus = InProcessBus([])
     bus.nodes = [
-        SyncNode(
+        node(
             DirectPort(p, clock=lambda: bus.now),
             NodeConfig(
                 deployment=deployment,
@@ -132,7 +138,6 @@ def make_bus(
                 dsync=options.dsync,
                 policy=options.policy(),
                 liveness_factor=options.liveness_factor,
-                reducer_delay=options.reducer_delay,
             ),
         )
         for i, p in enumerate(partitioners)

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from connectors.workload_types import Workload, parse_spec, tagged_batches
 from router.choose.measure import WindowMetrics, summarise, window_metrics
 from router.partitioners import Partitioner, available, create
+from router.sync.client import SyncablePartitioner
 
 __all__ = ["BenchResult", "BenchSpec", "PartitionerRun", "run_bench", "sync_routers"]
 
@@ -43,7 +44,6 @@ class BenchSpec:
     seed: int = 1
     tuples: int | None = None
     sync: str = "merge"  # "merge" (snapshot/merge every dsync), "protocol" (router.sync SYNC/GLOBAL), "never"
-    reducer_delay: float = 0.0  # sync="protocol": artificial reducer processing time (stream time units)
 
     def labels(self) -> tuple[str, ...]:
         """The partitioner labels to run (all registered ones when none are given)."""
@@ -183,11 +183,12 @@ def _sync_bus(routers: Sequence[Partitioner], spec: BenchSpec) -> Any:
     """Dalton routers with ``sync="protocol"``: router.sync's in-process transport (no broker)."""
     if spec.sync not in ("merge", "protocol", "never"):
         raise ValueError(f"sync must be merge, protocol or never, got {spec.sync!r}")
-    if spec.sync != "protocol" or not routers or not hasattr(routers[0], "sync_payload"):
+    syncable = [r for r in routers if isinstance(r, SyncablePartitioner)]
+    if spec.sync != "protocol" or not routers or len(syncable) < len(routers):
         return None
     from router.choose.inprocess import SyncOptions, make_bus
 
-    return make_bus(routers, SyncOptions(dsync=spec.dsync, reducer_delay=spec.reducer_delay))
+    return make_bus(syncable, SyncOptions(dsync=spec.dsync))
 
 
 def _codes(keys: list[np.ndarray]) -> tuple[np.ndarray, I64]:

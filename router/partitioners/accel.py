@@ -2,8 +2,8 @@
 
 numba is a dependency, so the compiled kernels are what runs; the Python loops stay the reference (tests
 compare both) and serve any interpreter numba does not support. Each loader compiles its module's kernels
-on the first call in a process (~2 s once per machine, then ~0.1-0.3 s from numba's on-disk cache) and
-returns the module, or ``None`` when numba is missing.
+on the first call in a process (or loads them from numba's on-disk cache) and returns the module, or ``None``
+when numba is missing; the partitioners call it at construction, so the first batch does not pay for it.
 """
 
 from __future__ import annotations

@@ -12,11 +12,14 @@ import numpy as np
 import numpy.typing as npt
 
 from router.partitioners.keys import DEFAULT_HASH_SEED, KeyBatch, KeyCodec, Keys
+from schemas.settings import WindowSettings
 
 __all__ = ["Assignment", "Partitioner", "PartitionerState", "StateVersionError"]
 
 Assignment = npt.NDArray[np.int32]
 STATE_VERSION = 1
+#: The window defaults are the settings' (:class:`schemas.settings.WindowSettings`), written there only.
+DEFAULT_WINDOW = WindowSettings()
 
 
 class StateVersionError(ValueError):
@@ -56,6 +59,11 @@ class Partitioner(ABC):
     or a tuple counter, in the same unit as ``window`` and ``slide``) and randomness comes from
     ``self.rng`` (seeded), so runs are exactly reproducible.
 
+    Constructors receive validated values and check nothing themselves: ``n >= 1``,
+    ``0 < slide <= window`` and every algorithm parameter's bounds are declared once, in the settings models
+    (:mod:`schemas.partitioner_settings`, :class:`schemas.settings.WindowSettings`), which
+    :func:`router.partitioners.create` applies. Parameter defaults are read from the same models.
+
     Class attributes a subclass declares:
     - ``name``: the registry name;
     - ``splits_keys``: whether one key may reach more than one combiner inside a window;
@@ -73,17 +81,11 @@ class Partitioner(ABC):
         self,
         n: int,
         *,
-        window: float = 60_000,
-        slide: float = 1_000,
+        window: float = DEFAULT_WINDOW.size,
+        slide: float = DEFAULT_WINDOW.slide,
         seed: int = 0,
         hash_seed: int = DEFAULT_HASH_SEED,
     ) -> None:
-        if int(n) != n or n < 1:
-            raise ValueError(f"n must be a positive integer, got {n!r}")
-        if not window > 0:
-            raise ValueError(f"window must be > 0, got {window!r}")
-        if not 0 < slide <= window:
-            raise ValueError(f"slide must be in (0, window={window}], got {slide!r}")
         self.n = int(n)
         self.window = window
         self.slide = slide

@@ -31,8 +31,12 @@ import numpy.typing as npt
 from router.partitioners.pkg import PKGPartitioner, greedy_fill
 from router.partitioners.spacesaving import SpaceSaving
 from router.partitioners.windows import I64, U64
+from schemas.partitioner_settings import HeavyChoicesSettings
 
 __all__ = ["DChoicesPartitioner", "WChoicesPartitioner", "choices_for"]
+
+#: Defaults (and, through ``create``, bounds) of every parameter (the same for both variants).
+_DEFAULTS = HeavyChoicesSettings(name="dchoices")
 
 
 def choices_for(shares: list[float], n: int) -> int:
@@ -51,11 +55,9 @@ class _HeavyChoices(PKGPartitioner):
 
     wide: ClassVar[bool] = False
 
-    def __init__(self, n: int, *, theta: float | None = None, k_max: int = 1000, **kw: Any) -> None:
-        if theta is not None and not 0 < theta < 1:
-            raise ValueError(f"theta must be in (0, 1), got {theta!r}")
-        if isinstance(k_max, bool) or int(k_max) != k_max or k_max < 1:
-            raise ValueError(f"k_max must be a positive integer, got {k_max!r}")
+    def __init__(
+        self, n: int, *, theta: float | None = _DEFAULTS.theta, k_max: int = _DEFAULTS.k_max, **kw: Any
+    ) -> None:
         kw.pop("d", None)
         super().__init__(n, d=2, **kw)
         self._params.pop("d", None)

@@ -27,7 +27,7 @@ Decisions where the paper is open (see docs/partitioners.md):
   64 virtual nodes per combiner (the paper gives none); ``interval`` defaults to 10,000 time units (the
   paper's 10 s in milliseconds).
 
-Batching approximations (the router assigns batches; per-tuple Python would cost ~1 us per tuple):
+Batching approximations (the router assigns batches, and the work is per distinct key, not per tuple):
 
 - A batch is cut at epoch boundaries into segments; each segment is handled per *distinct key*.
 - Counting: each distinct key of a segment updates the counter once with its segment count ``c``
@@ -43,17 +43,16 @@ Batching approximations (the router assigns batches; per-tuple Python would cost
   arrive back to back (exact for two candidates and equal ``P``; otherwise up to ties, the rounding
   remainder placed greedily). Order: PKG keys (2 candidates) by descending count, then the hot keys by
   ascending ``d`` (descending count within), so the most flexible keys come last and level what the
-  constrained ones left, as their tuples would when interleaved with the tail's (processing the top key
-  first measured 1.08 mean max/mean on zipf15 instead of 1.00). Within a key, tuples go to its candidates
+  constrained ones left, as their tuples would when interleaved with the tail's (docs/partitioners.md
+  compares it with top key first). Within a key, tuples go to its candidates
   in arrival order, candidate by candidate in ring order.
 - The drain check runs once per segment, at the segment's first time.
 
 Extras: :meth:`FISHPartitioner.degree` (the candidates CHK gives a key now) and
 :meth:`FISHPartitioner.backlog` (the ``C_w`` estimate) for tests and metrics; snapshots leave out the ring
 (rebuilt from ``n``, ``virtual_nodes`` and ``hash_seed``). ``window``/``slide`` are not used: FISH's own
-clocks are the epoch (tuples) and ``interval`` (time). Throughput (one core, batches of 1,000, the shared
-``check_quality`` tool, key-encoding warm-up included): ~1.8M tuples/s on zipf15, ~1.0M on uniform, where
-~950 of the batch's keys are one-tuple PKG keys decided one by one (``waterfill.two_choice``).
+clocks are the epoch (tuples) and ``interval`` (time). One-tuple PKG keys, most of the keys of a
+tail-heavy batch, are decided one by one (:func:`~router.partitioners.waterfill.two_choice_many`).
 """
 
 from __future__ import annotations
@@ -70,12 +69,15 @@ from router.partitioners.keys import KeyBatch, KeyCodec
 from router.partitioners.ring import ConsistentRing
 from router.partitioners.spacesaving import SpaceSaving
 from router.partitioners.waterfill import level_fill, pair_fill, pkg_fill_many, two_choice_many
+from schemas.partitioner_settings import FISHSettings
 
 __all__ = ["FISHPartitioner"]
 
 I64 = npt.NDArray[np.int64]
 #: Pieces of the split keys of a segment: key indices, combiners, tuples (one entry per combiner used).
 Split = tuple[list[int], list[int], list[int]]
+#: Defaults (and, through ``create``, bounds) of every parameter.
+_DEFAULTS = FISHSettings()
 
 
 class FISHPartitioner(Partitioner):
@@ -84,7 +86,7 @@ class FISHPartitioner(Partitioner):
     ``alpha``: counter decay per epoch; ``theta``: hot share (default ``1/(4n)``); ``epoch``: tuples per
     epoch (``N_epoch``); ``k_max``: counters kept; ``d_min``: fewest candidates of a hot key;
     ``interval``: drain period ``T`` of the backlog estimate (unit of ``times``); ``virtual_nodes``: ring
-    points per combiner.
+    points per combiner. Defaults and bounds: :class:`~schemas.partitioner_settings.FISHSettings`.
     """
 
     name = "fish"
@@ -96,25 +98,16 @@ class FISHPartitioner(Partitioner):
         self,
         n: int,
         *,
-        alpha: float = 0.2,
-        theta: float | None = None,
-        epoch: int = 1000,
-        k_max: int = 1000,
-        d_min: int = 2,
-        interval: float = 10_000,
-        virtual_nodes: int = 64,
+        alpha: float = _DEFAULTS.alpha,
+        theta: float | None = _DEFAULTS.theta,
+        epoch: int = _DEFAULTS.epoch,
+        k_max: int = _DEFAULTS.k_max,
+        d_min: int = _DEFAULTS.d_min,
+        interval: float = _DEFAULTS.interval,
+        virtual_nodes: int = _DEFAULTS.virtual_nodes,
         **kw: Any,
     ) -> None:
         super().__init__(n, **kw)
-        if not 0 < alpha <= 1:
-            raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")
-        if theta is not None and not 0 < theta < 1:
-            raise ValueError(f"theta must be in (0, 1), got {theta!r}")
-        for label, value in (("epoch", epoch), ("k_max", k_max), ("d_min", d_min), ("virtual_nodes", virtual_nodes)):
-            if int(value) != value or value < 1:
-                raise ValueError(f"{label} must be a positive integer, got {value!r}")
-        if not interval > 0:
-            raise ValueError(f"interval must be > 0, got {interval!r}")
         self.alpha = float(alpha)
         self.theta = 1.0 / (4 * self.n) if theta is None else float(theta)
         self.epoch = int(epoch)

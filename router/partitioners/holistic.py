@@ -36,9 +36,10 @@ import numpy.typing as npt
 
 from router.partitioners.accel import holistic_kernels
 from router.partitioners.cardinality import ExactSets, HllSets
-from router.partitioners.holistic_rules import Add, cm_loop, lm_loop, place_by_cards, place_by_loads
+from router.partitioners.holistic_rules import Add, cm_loop, least, lm_loop, place_by_cards, place_by_loads
 from router.partitioners.tumbling import KeyMasks, WindowHomes, known_prefix_loads, mask_adder
 from router.partitioners.windows import I64, U64, GroupedPartitioner
+from schemas.partitioner_settings import HolisticSettings
 
 __all__ = ["AMPartitioner", "CAMPartitioner", "CMPartitioner", "HolisticPartitioner", "LMPartitioner"]
 
@@ -48,13 +49,16 @@ COMPILED_MAX_N = 64
 
 Cardinality = Literal["exact", "hll"]
 Windowing = Literal["tumbling", "sliding"]
+#: Defaults (and, through ``create``, bounds) of every parameter (the same for the four rules).
+_DEFAULTS = HolisticSettings(name="lm")
 
 
 class HolisticPartitioner(GroupedPartitioner):
     """Shared state and windowing of CM, AM, cAM and LM.
 
-    Parameters: ``d`` candidates (default 2, capped at ``n``), ``cardinality`` ``"exact"`` or ``"hll"``,
-    ``windowing`` ``"tumbling"`` or ``"sliding"``. Guarantees: every tuple goes to one of its key's
+    Parameters: ``d`` candidates (capped at ``n``), ``cardinality`` ``"exact"`` or ``"hll"``, ``windowing``
+    ``"tumbling"`` or ``"sliding"``; defaults and bounds: :class:`~schemas.partitioner_settings.HolisticSettings`.
+    Guarantees: every tuple goes to one of its key's
     candidates; ``L``/``C`` cover exactly the current window (tumbling) or the live blocks (sliding); a
     restored snapshot continues identically.
     """
@@ -66,17 +70,11 @@ class HolisticPartitioner(GroupedPartitioner):
         self,
         n: int,
         *,
-        d: int = 2,
-        cardinality: Cardinality = "exact",
-        windowing: Windowing = "tumbling",
+        d: int = _DEFAULTS.d,
+        cardinality: Cardinality = _DEFAULTS.cardinality,
+        windowing: Windowing = _DEFAULTS.windowing,
         **kw: Any,
     ) -> None:
-        if isinstance(d, bool) or int(d) != d or d < 1:
-            raise ValueError(f"d must be a positive integer, got {d!r}")
-        if cardinality not in ("exact", "hll"):
-            raise ValueError(f"cardinality must be 'exact' or 'hll', got {cardinality!r}")
-        if windowing not in ("tumbling", "sliding"):
-            raise ValueError(f"windowing must be 'tumbling' or 'sliding', got {windowing!r}")
         self.d = int(d)
         self.cardinality = cardinality
         self.windowing = windowing
@@ -247,11 +245,7 @@ class _AffinityPartitioner(HolisticPartitioner):
         for kid, row, c in zip(ids, cand.tolist(), counts.tolist(), strict=True):
             home = find(kid, row)
             if home < 0:
-                home = row[0]
-                best = metric[home]
-                for x in row[1:]:
-                    if metric[x] < best:
-                        home, best = x, metric[x]
+                home = least(metric, row)
                 add(kid, home)
             elif refresh:
                 add(kid, home)
@@ -302,14 +296,12 @@ class CMPartitioner(_SpreadingPartitioner):
 class LMPartitioner(_SpreadingPartitioner):
     """LM: each tuple to the candidate with the lowest hybrid load ``p·L' + (1-p)·C'`` (Alg. 5, Eq. 7-9).
 
-    ``p`` (default 0.5) weighs tuple count against cardinality; ``p = 1`` behaves as windowed PKG.
+    ``p`` weighs tuple count against cardinality; ``p = 1`` behaves as windowed PKG.
     """
 
     name = "lm"
 
-    def __init__(self, n: int, *, p: float = 0.5, **kw: Any) -> None:
-        if not 0.0 <= float(p) <= 1.0:
-            raise ValueError(f"p must be in [0, 1], got {p!r}")
+    def __init__(self, n: int, *, p: float = _DEFAULTS.p, **kw: Any) -> None:
         super().__init__(n, **kw)
         self.p = float(p)
         self._params["p"] = self.p

@@ -11,18 +11,19 @@ their store's ``add`` (:mod:`router.partitioners.cardinality`). :mod:`router.par
 the same loops for bit masks (``n <= 64``); tests compare the two.
 
 AM and cAM keep one home per key and window, so only a key new to the window is placed:
-:func:`place_by_cards` (AM, the fewest keys) and :func:`place_by_loads` (cAM, the fewest tuples).
+:func:`place_by_cards` (AM, the fewest keys) and :func:`place_by_loads` (cAM, the fewest tuples). Every
+"fewest" is :func:`least`, the one tie rule (the earlier candidate wins).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Add", "cm_loop", "lm_loop", "place_by_cards", "place_by_loads"]
+__all__ = ["Add", "cm_loop", "least", "lm_loop", "place_by_cards", "place_by_loads"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -36,14 +37,13 @@ def _columns(cand: I64) -> tuple[list[int], list[int], list[list[int]]]:
     return cols[0], cols[1] if len(cols) > 1 else cols[0], cols[2:]
 
 
-def _fewest(card: list[Any], a: int, b: int, rest: list[list[int]], i: int) -> int:
-    """Key ``i``'s candidate (``a``, ``b``, then ``rest[j][i]``) with the lowest ``card``; ties to the first."""
-    home = b if card[b] < card[a] else a
-    if rest:
-        best = card[home]
-        for col in rest:
-            if card[col[i]] < best:
-                home, best = col[i], card[col[i]]
+def least(metric: Sequence[Any], row: Sequence[int]) -> int:
+    """The candidate of ``row`` (priority order) with the lowest ``metric``; ties to the earlier one."""
+    home = row[0]
+    best = metric[home]
+    for x in row[1:]:
+        if metric[x] < best:
+            home, best = x, metric[x]
     return home
 
 
@@ -53,12 +53,11 @@ def cm_loop(card: list[Any], cand: I64, counts: list[int], add: Add) -> tuple[li
     A tuple that adds its key to a set changes ``card``; the key's other tuples follow while the choice holds,
     so a key takes at most ``d + 1`` rounds. Returns run-length decisions: combiners and tuples per run.
     """
-    first, second, rest = _columns(cand)
     combs: list[int] = []
     lens: list[int] = []
-    for i, (a, b, c) in enumerate(zip(first, second, counts, strict=True)):
+    for i, (row, c) in enumerate(zip(cand.tolist(), counts, strict=True)):
         while c > 0:
-            home = _fewest(card, a, b, rest, i)
+            home = least(card, row)
             take = 1 if add(i, home) else c
             combs.append(home)
             lens.append(take)
@@ -117,10 +116,9 @@ def lm_loop(card: list[Any], loads: list[int], p: float, cand: I64, counts: list
 
 def place_by_cards(card: list[int], cand: I64) -> list[int]:
     """AM: each new key (in order) to its candidate with the fewest keys; updates ``card``."""
-    first, second, rest = _columns(cand)
     out: list[int] = []
-    for i, (a, b) in enumerate(zip(first, second, strict=True)):
-        home = _fewest(card, a, b, rest, i)
+    for row in cand.tolist():
+        home = least(card, row)
         card[home] += 1
         out.append(home)
     return out

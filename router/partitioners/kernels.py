@@ -7,7 +7,8 @@ floating-point comparisons of LM give the same decisions; tests compare both). C
 tumbling store's key masks, ``uint64`` here, so they serve ``n <= 64`` combiners (AM and cAM any ``n``); the
 Python rules serve the rest, the other stores and any machine without numba.
 
-Compiled on first use and cached next to this file (``cache=True``): ~2 s once, ~0.3 s per process after.
+Compiled on first use and cached next to this file (``cache=True``); loaded through
+:func:`router.partitioners.accel.holistic_kernels`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = ["am_kernel", "cam_kernel", "cm_kernel", "least_card", "lm_kernel", "w
 
 @njit(cache=True)
 def least_card(card, cand, i):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """The candidate of key ``i`` with the lowest ``card`` (ties: the earlier candidate)."""
+    """The candidate of key ``i`` with the lowest ``card`` (ties: the earlier candidate); twin of ``least``."""
     home = cand[i, 0]
     best = card[home]
     for j in range(1, cand.shape[1]):

@@ -5,7 +5,7 @@ fast-math), so decisions are identical; tests compare both:
 
 * :func:`first_appearance` - :meth:`router.partitioners.keys.KeyCodec.encode` (distinct keys of a batch in
   order of first appearance, and each tuple's index into them);
-* :func:`pkg_greedy` - PKG with ``d = 2`` (:meth:`router.partitioners.pkg.PKGPartitioner._decide2`);
+* :func:`pkg_greedy` - PKG with two candidates (:func:`router.partitioners.pkg.greedy_fill`);
 * :func:`two_choice_keys` - Dalton's tail (:func:`router.partitioners.dalton.tail.two_choice_keys`);
 * :func:`two_choice_weighted`, :func:`pkg_fill_kernel` -
   :func:`router.partitioners.waterfill.two_choice` and :func:`~router.partitioners.waterfill.pkg_fill`.

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from router.partitioners.accel import choice_kernels
+from schemas.partitioner_settings import HASH_SEED
 
 __all__ = [
     "DEFAULT_HASH_SEED",
@@ -35,8 +36,8 @@ __all__ = [
 
 #: Seed of the 64-bit key id (state tables are keyed by it).
 KEY_ID_SEED = 0x5EED
-#: Seed of the first murmur3 hash; hash j uses ``hash_seed + SEED_STEP * j`` (13, 17, ... as gdfm's PKG).
-DEFAULT_HASH_SEED = 13
+#: Seed of the first murmur3 hash (the settings' default); hash j uses ``hash_seed + SEED_STEP * j``.
+DEFAULT_HASH_SEED = HASH_SEED
 SEED_STEP = 4
 #: Non-negative integer keys below this bound are cached in dense numpy tables (fast path for benchmarks).
 DENSE_LIMIT = 1 << 22

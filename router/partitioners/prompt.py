@@ -7,17 +7,14 @@ distinct keys, ``p = n`` blocks); nothing is carried from one batch to the next 
 1. **Frequency-aware buffering**: per-key counts of the batch, sorted by descending count (ties: first
    appearance). *Sorting once at the cut* is the choice here. Keeping the counts sorted while tuples arrive
    (Alg. 1's ``CountTree``, or an O(1)-per-increment bucket list) costs per-tuple interpreter work, whereas
-   the cut-time sort is one ``bincount`` plus one radix ``argsort`` over the distinct keys. Measured on one
-   core (batches of 1,000 tuples, Zipf 1.5 / uniform over 10k keys; the key encoding both need excluded):
-   sort at the cut 9-13 us per batch; a Python bucket list (count -> keys) kept sorted on every tuple
-   520-680 us per batch (~0.6 us per tuple), 50x more. The paper's argument for incremental sorting (hide
-   the sort inside the batching interval) does not pay off when the per-tuple step runs in Python.
+   the cut-time sort is one ``bincount`` plus one radix ``argsort`` over the distinct keys (the costs of
+   both are in docs/partitioners.md).
 2. **Blocks** (Alg. 2): block size ``B/p = N/p``, block cardinality ``K/p``, split cut-off
    ``S = (N/p)/(K/p)``. Keys with count ``> S``, in descending count, each put a fragment of ``floor(S)``
    (at least 1) tuples into blocks ``b_1, b_2, ...`` round-robin and keep the residual. The remaining keys
    (count ``<= S``) are dealt whole in descending count, zig-zag: one key per block, the block order
-   reversed after each pass, the first pass starting at ``b_1`` (starting where phase 1's ``b_i`` stopped
-   measured the same balance and 0.01-0.05 % more replication on Zipf and uniform batches). Residuals,
+   reversed after each pass, the first pass starting at ``b_1`` (not where phase 1's ``b_i`` stopped; see
+   docs/partitioners.md). Residuals,
    in descending count, go back to their fragment's block if they fit in its remaining capacity;
    otherwise they fill that block and the rest goes to the block with the *lowest* remaining capacity
    that can hold it (best fit). When no block can hold the rest, it fills the block with the most

@@ -8,9 +8,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from router.partitioners.base import Partitioner
+from router.partitioners.base import DEFAULT_WINDOW, Partitioner
 from schemas.exceptions import ConfigError, UnknownPartitionerError
 from schemas.partitioner_settings import settings_model
+from schemas.settings import WindowSettings
 
 __all__ = ["ENTRY_POINT_GROUP", "available", "create", "get", "register"]
 
@@ -72,36 +73,48 @@ def get(name: str) -> type[Partitioner]:
     return factory
 
 
+def _errors(name: str, exc: ValidationError) -> ConfigError:
+    return ConfigError(
+        [f"partitioner {name!r}: {'.'.join(map(str, e['loc']))}={e['input']!r}: {e['msg']}" for e in exc.errors()]
+    )
+
+
 def create(
     name: str,
     n: int,
     *,
-    window: float = 60_000,
-    slide: float = 1_000,
+    window: float = DEFAULT_WINDOW.size,
+    slide: float = DEFAULT_WINDOW.slide,
     seed: int = 0,
     **params: Any,
 ) -> Partitioner:
-    """Create partitioner ``name`` for ``n`` combiners.
+    """Create partitioner ``name`` for ``n`` combiners: the one place its arguments are validated.
 
     ``window`` and ``slide`` are in the unit of the ``times`` given to ``assign`` (tuples for count-based
-    windows, milliseconds of event time for time-based ones); ``params`` are the algorithm's own settings.
-    Invalid parameters raise :class:`ConfigError` naming the parameter and value; a built-in partitioner's
-    parameters are checked against its settings model (the one place its bounds are written).
+    windows, milliseconds of event time for time-based ones); their defaults and bounds are
+    :class:`~schemas.settings.WindowSettings`'. ``params`` are the algorithm's own settings: a built-in
+    partitioner's are validated by its settings model (:func:`schemas.partitioner_settings.settings_model`)
+    and passed on as validated; others (``hash_seed`` where the model has none, a plugin's) go to the
+    constructor as given. Anything invalid raises :class:`ConfigError` naming the parameter and value.
     """
     cls = get(name)
+    if isinstance(n, bool) or not isinstance(n, int | float) or int(n) != n or n < 1:
+        raise ConfigError([f"partitioner {name!r}: n={n!r}: must be a positive integer"])
+    try:
+        WindowSettings(size=window, slide=slide)
+    except ValidationError as exc:
+        why = "; ".join(e["msg"] for e in exc.errors())
+        raise ConfigError([f"partitioner {name!r}: window={window!r}, slide={slide!r}: {why}"]) from None
     model = settings_model(name)
     if model is not None:
+        own = {k: v for k, v in params.items() if k in model.model_fields}
         try:
-            model.model_validate({"name": name, **{k: v for k, v in params.items() if k in model.model_fields}})
+            valid = model.model_validate({"name": name, **own})
         except ValidationError as exc:
-            raise ConfigError(
-                [
-                    f"partitioner {name!r}: {'.'.join(map(str, e['loc']))}={e['input']!r}: {e['msg']}"
-                    for e in exc.errors()
-                ]
-            ) from None
+            raise _errors(name, exc) from None
+        params.update({k: getattr(valid, k) for k in own})
     try:
-        return cls(n, window=window, slide=slide, seed=seed, **params)
+        return cls(int(n), window=window, slide=slide, seed=seed, **params)
     except TypeError as exc:
         raise ConfigError([f"partitioner {name!r}: {exc}"]) from exc
     except ValueError as exc:

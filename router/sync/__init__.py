@@ -1,14 +1,16 @@
 """Cooperative Dalton (paper Sec. 4, Alg. 2): SYNC / GLOBAL rounds between router instances.
 
-Protocol core (no Kafka, no threads): :mod:`.client` (a router's PREPARE / AWAIT state and the message
-conversions), :mod:`.reducer` (the QtableReducer's rounds and DSYNC adaptation), :mod:`.membership`
-(live members, reducer election), :mod:`.node` (all three for one router instance and route).
+Protocol core (no Kafka, no threads): :mod:`.client` (a router's PREPARE / AWAIT state, the message
+conversions, and :class:`~.client.SyncablePartitioner`: what the runtime needs of a partitioner),
+:mod:`.reducer` (the QtableReducer's rounds and DSYNC adaptation), :mod:`.membership` (live members,
+reducer election), :mod:`.node` (all three for one router instance and route).
 Transports: :mod:`.kafka` (the control topic: a producer and a broadcast reader per worker) and
-:mod:`.service` (attached to a router worker); :mod:`router.choose.inprocess` runs P nodes on one in-memory
-topic, for ``advise`` and tests.
+:mod:`.service` (attached to a router worker; :class:`~.service.SyncablePlane` is what it needs of a data
+plane); :mod:`.metrics` exports sync health to Prometheus; :mod:`router.choose.inprocess` runs P nodes on
+one in-memory topic, for ``advise`` and tests.
 """
 
-from router.sync.client import DirectPort, PartitionerPort, SyncClient, SyncState
+from router.sync.client import DirectPort, PartitionerPort, SyncablePartitioner, SyncClient, SyncState
 from router.sync.membership import Membership
 from router.sync.node import NodeConfig, NodeStats, SyncNode
 from router.sync.reducer import DsyncPolicy, QtableReducer
@@ -24,4 +26,5 @@ __all__ = [
     "SyncClient",
     "SyncNode",
     "SyncState",
+    "SyncablePartitioner",
 ]

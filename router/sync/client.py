@@ -14,19 +14,21 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from schemas.control import GlobalMessage, SyncMessage
 
 __all__ = [
-    "AbandoningPort",
     "DirectPort",
     "PartitionerPort",
+    "StatisticsWindow",
     "SyncClient",
     "SyncState",
+    "SyncablePartitioner",
     "apply_dict",
+    "as_syncable",
     "forwarding_allowed",
     "sync_from_payload",
 ]
@@ -39,8 +41,83 @@ class SyncState(enum.Enum):
     AWAIT = "await"
 
 
+class StatisticsWindow(Protocol):
+    """The statistics window of a syncable partitioner: its index and the load ``L`` of the previous one."""
+
+    index: int  # current statistics window: time // stats_window (-1 before the first tuple)
+    prev_load: int  # L: tuples of the previous statistics window (Alg. 1's hot-key threshold is L / n)
+
+
+@runtime_checkable
+class SyncablePartitioner(Protocol):
+    """What the sync runtime uses of a partitioner that learns cooperatively (Alg. 2); Dalton is one.
+
+    ``isinstance(p, SyncablePartitioner)`` is how the runtime finds the routes to sync. Every member below is
+    touched by :class:`DirectPort`, :func:`router.sync.service.start_sync` or the node's health report, and
+    only on the thread that owns the partitioner (the data-plane thread in a worker). Times are in the unit of
+    the partitioner's ``times``.
+    """
+
+    name: ClassVar[str]
+    key_forwarding: bool  # Sec. 4.2 flags on (the port turns them off when several routers sync too rarely)
+    _forward: Any  # the last batch's forwarding flags (cleared when forwarding is turned off)
+
+    @property
+    def n(self) -> int:
+        """Combiners."""
+        ...
+
+    @property
+    def slide(self) -> float:
+        """The sliding window's slide."""
+        ...
+
+    @property
+    def stats_window(self) -> float:
+        """Length of one statistics window."""
+        ...
+
+    @property
+    def stats(self) -> StatisticsWindow:
+        """The statistics window (``prev_load`` is set to the global load between batches)."""
+        ...
+
+    @property
+    def buffer(self) -> list[Any]:
+        """Rewards buffered while in AWAIT."""
+        ...
+
+    def params(self) -> dict[str, Any]:
+        """Constructor arguments besides ``n`` (their digest must agree across the routers of a route)."""
+        ...
+
+    def sync_payload(self) -> Mapping[str, Any]:
+        """The SYNC body (Q rows, weights, records, top keys, request-to-double); enters AWAIT."""
+        ...
+
+    def apply_global(self, message: Mapping[str, Any]) -> None:
+        """Take the reducer's GLOBAL (Q rows, expirations, ``L = GL``), replay buffered rewards, leave AWAIT."""
+        ...
+
+    def leave_await(self) -> None:
+        """No GLOBAL came: drop the buffered rewards and go back to PREPARE."""
+        ...
+
+    def _advance(self, t: float) -> None:
+        """Move the windows to time ``t`` (never backwards); the next batch starting at ``t`` would do it too."""
+        ...
+
+
+def as_syncable(partitioner: object) -> SyncablePartitioner:
+    """``partitioner`` as a :class:`SyncablePartitioner`; :class:`TypeError` when it cannot sync."""
+    if not isinstance(partitioner, SyncablePartitioner):
+        name = getattr(type(partitioner), "name", type(partitioner).__name__)
+        raise TypeError(f"partitioner {name!r} does not learn cooperatively (no sync hooks)")
+    return partitioner
+
+
 class PartitionerPort(Protocol):
-    """How a sync node reaches its partitioner (hooks of ``router.partitioners.dalton.sync``)."""
+    """How a sync node reaches its partitioner (a :class:`SyncablePartitioner`, maybe on another thread)."""
 
     def payload(self) -> dict[str, Any] | None:
         """The partitioner's ``sync_payload()`` (enters AWAIT), or ``None`` if it cannot be reached now."""
@@ -54,16 +131,16 @@ class PartitionerPort(Protocol):
         """
         ...
 
+    def abandon(self) -> None:
+        """``leave_await()``: no GLOBAL came, drop the buffered rewards and route with the local table."""
+        ...
+
     def refresh(self) -> None:
         """Called on every tick, between batches (see :meth:`DirectPort.refresh`)."""
         ...
 
-
-class AbandoningPort(PartitionerPort, Protocol):
-    """A port that can also take its partitioner out of AWAIT (no GLOBAL came: route with the local table)."""
-
-    def abandon(self) -> None:
-        """``leave_await()``: drop the buffered rewards, back to PREPARE."""
+    def buffered(self) -> int:
+        """Rewards the partitioner holds in AWAIT (a gauge: may be read from any thread, may be stale)."""
         ...
 
 
@@ -97,14 +174,14 @@ class DirectPort:
 
     def __init__(
         self,
-        partitioner: Any,
+        partitioner: SyncablePartitioner,
         *,
         slide_comparable: bool = True,
         clock: Callable[[], float] | None = None,
         window_per_clock: float | None = 1.0,
     ) -> None:
         self.partitioner = partitioner
-        self.forwarding = bool(getattr(partitioner, "key_forwarding", False))  # as configured
+        self.forwarding = bool(partitioner.key_forwarding)  # as configured
         self.slide_comparable = slide_comparable
         self.clock = clock
         self.window_per_clock = window_per_clock
@@ -119,10 +196,13 @@ class DirectPort:
         """``leave_await()`` (no GLOBAL came in time)."""
         self.partitioner.leave_await()
 
+    def buffered(self) -> int:
+        """Rewards buffered in AWAIT."""
+        return len(self.partitioner.buffer)
+
     def _advance(self) -> None:
-        p = self.partitioner
-        if self.clock is not None and hasattr(p, "_advance"):
-            p._advance(float(self.clock()))  # time only moves forward: the next batch starts here anyway
+        if self.clock is not None:
+            self.partitioner._advance(float(self.clock()))  # time only moves forward: the next batch starts here
 
     def refresh(self) -> None:
         """Between batches: keep the global load estimate in a new statistics window (see the class doc)."""

@@ -22,9 +22,9 @@ Hardening (every bound is a :class:`NodeConfig` field):
 - pending SYNCs, members and every statistic are bounded (``NodeStats`` keeps the last
   :data:`HISTORY` entries of each series).
 
-The reducer's GLOBAL leaves ``reducer_delay`` after the round was ready (an artificial processing time
-for experiments, Fig. 14b; a function of the time or a constant) plus, with ``measure_compute``, the
-measured computation time (milliseconds: wall-clock transports only).
+The reducer's GLOBAL leaves at :meth:`SyncNode.release_time`: when the round was ready plus, with
+``measure_compute``, the measured computation time (milliseconds: wall-clock transports only). Until then it
+waits in the node's outbox and the node builds no other round.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import logging
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from router.sync.client import PartitionerPort, SyncClient
@@ -70,7 +69,6 @@ class NodeConfig:
     policy: DsyncPolicy | None = None  # default: DsyncPolicy.around(dsync)
     liveness_factor: float = 3.0  # a member is dead after max(floor, factor * DSYNC) without a SYNC
     liveness_floor: float = 0.0
-    reducer_delay: float | Callable[[float], float] = 0.0
     measure_compute: bool = False
     stale_before: float = -math.inf  # GLOBALs sent earlier are not applied (history read at start-up)
     fingerprint: str = ""  # digest of the partitioner parameters ("" : not checked)
@@ -167,9 +165,12 @@ class SyncNode:
         """How long a round may wait for the elected reducer's GLOBAL before that reducer is deposed."""
         return self.config.takeover_factor * self._timeout()
 
-    def _delay(self, now: float) -> float:
-        d = self.config.reducer_delay
-        return float(d(now) if callable(d) else d)
+    def release_time(self, ready: float, compute: float) -> float:
+        """When a GLOBAL whose round was ready at ``ready`` and took ``compute`` to build may be published.
+
+        Never earlier than ``ready``; a subclass may hold GLOBALs back longer (the lab's slow reducer).
+        """
+        return ready + compute
 
     def _ignore(self, reason: str, detail: str = "") -> None:
         self.stats.ignored[reason] += 1
@@ -205,7 +206,7 @@ class SyncNode:
             "await_timeouts": s.await_timeouts,
             "deposed": s.deposed,
             "rows_cut": s.rows_cut,
-            "buffered": len(getattr(getattr(self.port, "partitioner", None), "buffer", ()) or ()),
+            "buffered": self.port.buffered(),
         }
 
     # -- driving -------------------------------------------------------------------------------
@@ -220,9 +221,7 @@ class SyncNode:
             self.stats.await_timeouts += 1
             log.warning("route %s: no GLOBAL for %.0f x DSYNC, routing with the local table", self.config.route,
                         self.config.await_rounds)  # fmt: skip
-            abandon = getattr(self.port, "abandon", None)
-            if abandon is not None:
-                abandon()
+            self.port.abandon()
         if self.client.due(now):
             payload = self.port.payload()
             if payload is None:
@@ -282,7 +281,7 @@ class SyncNode:
         self.stats.rounds_by_deadline += state == "deadline"
         msg = self._fit(msg)  # type: ignore[assignment]
         compute = (time.perf_counter() - t0) * 1000 if self.config.measure_compute else 0.0
-        due = now + compute + self._delay(now)
+        due = self.release_time(now, compute)
         if due <= now:
             self.reducer.emitted(now, now)
             out.append(msg.model_copy(update={"sent_ms": max(0, int(now))}))

@@ -36,7 +36,7 @@ def test_two_workers_sync_their_dalton_routes(kafka: KafkaSettings, topic: str) 
             t = start_sync(s.kafka, s.router, w, {s.routes[0].route_name: plane})
             assert t is not None
             transports.append(t)
-        nodes = [p.sync for p in planes]
+        nodes = [t.nodes[s.routes[0].route_name] for t in transports]
         assert all(isinstance(n.port, PlanePort) for n in nodes)
         wait_for(lambda: sum(p.stats.consumed for p in planes) >= len(records), 60, "all records routed")
         # a GLOBAL with the hot keys follows the records by a round or two (not there at once on a loaded host)

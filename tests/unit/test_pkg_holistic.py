@@ -13,7 +13,8 @@ from benchmarks.workloads import zipf_keys
 from router.partitioners import KeyCodec, Partitioner, PartitionerState, create, distinct_candidates
 from router.partitioners.holistic import HolisticPartitioner
 from router.partitioners.metrics import count_windows
-from router.partitioners.pkg import PKGPartitioner, greedy_counts
+from router.partitioners.pkg import PKGPartitioner
+from router.partitioners.waterfill import level_fill
 from schemas.exceptions import ConfigError
 
 MINE = ["pkg", "cm", "am", "cam", "lm"]
@@ -135,14 +136,15 @@ def test_pkg_windowed_and_cumulative_differ_after_a_boundary() -> None:
     count=st.integers(0, 120),
 )
 @settings(max_examples=300, deadline=None)
-def test_greedy_counts_is_the_sequential_greedy(loads: list[int], count: int) -> None:
+def test_level_fill_is_the_sequential_greedy(loads: list[int], count: int) -> None:
+    """PKG's per-key rule (``greedy_fill``) is FISH's ``level_fill`` with equal tuple costs."""
     cur = list(loads)
     expected = [0] * len(loads)
     for _ in range(count):
         j = min(range(len(cur)), key=lambda i: (cur[i], i))
         cur[j] += 1
         expected[j] += 1
-    assert greedy_counts(list(loads), count) == expected
+    assert level_fill(list(range(len(loads))), count, list(loads), None) == expected
 
 
 @pytest.mark.parametrize(("name", "kw"), VARIANTS, ids=IDS)

@@ -1,4 +1,7 @@
-"""The settings models and the partitioners' constructors agree on every default and every bound."""
+"""The settings models are the one source of the partitioners' defaults and bounds.
+
+Constructors read their defaults from the models and check nothing; ``create`` validates with the models.
+"""
 
 from __future__ import annotations
 
@@ -63,9 +66,7 @@ _BOUNDS = [
 
 
 @pytest.mark.parametrize(("name", "field", "kind", "value"), _BOUNDS, ids=[f"{b[0]}.{b[1]}.{b[2]}" for b in _BOUNDS])
-def test_a_value_the_settings_refuse_is_refused_by_the_constructor_too(
-    name: str, field: str, kind: str, value: float
-) -> None:
+def test_a_value_the_settings_refuse_is_refused_by_create(name: str, field: str, kind: str, value: float) -> None:
     n = 8
     if field == "d" and kind == "le":
         n = int(value) + 1  # d is also capped by n: make n large enough that only the bound applies
@@ -73,3 +74,16 @@ def test_a_value_the_settings_refuse_is_refused_by_the_constructor_too(
         pytest.fail(f"unbounded value for {name}.{field}")
     with pytest.raises(ValueError):
         create(name, n, **{field: value})
+
+
+def test_create_passes_the_validated_values() -> None:
+    part = create("fish", 4, epoch=300.0, k_max="50")
+    assert part.params()["epoch"] == 300 and type(part.params()["epoch"]) is int
+    assert part.params()["k_max"] == 50
+
+
+def test_window_defaults_are_the_window_settings() -> None:
+    from schemas.settings import WindowSettings
+
+    part = create("pkg", 4)
+    assert (part.window, part.slide) == (WindowSettings().size, WindowSettings().slide)

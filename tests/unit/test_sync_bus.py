@@ -9,6 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
+from benchmarks.sync_bench.slow_reducer import SlowReducerNode
 from router.choose.inprocess import InProcessBus, SyncOptions, make_bus
 from router.partitioners.dalton import DaltonPartitioner
 from router.sync import DsyncPolicy, NodeConfig, SyncNode
@@ -39,6 +40,12 @@ class FakePort:
     def refresh(self) -> None:
         pass
 
+    def abandon(self) -> None:
+        self.awaiting = False
+
+    def buffered(self) -> int:
+        return 0
+
 
 def fake_bus(
     p: int,
@@ -50,7 +57,7 @@ def fake_bus(
 ) -> tuple[InProcessBus, list[FakePort]]:
     ports = [FakePort() for _ in range(p)]
     nodes = [
-        SyncNode(
+        SlowReducerNode(
             port,
             NodeConfig(
                 deployment="d",
@@ -59,9 +66,9 @@ def fake_bus(
                 combiners=N,
                 dsync=dsync,
                 policy=policy or DsyncPolicy(dsync, dsync),
-                reducer_delay=delay,
                 liveness_floor=floor,
             ),
+            delay=delay,
         )  # fmt: skip
         for i, port in enumerate(ports)
     ]
