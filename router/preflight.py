@@ -1,8 +1,10 @@
-"""Start-up check of a router worker: wait for the Kafka cluster with bounded retries, then fail clearly.
+"""Start-up checks of ``skewroute router`` and ``skewroute spark-job``: the cluster answers, the topics exist.
 
-``skewroute router`` calls :func:`await_broker` before it starts anything, so a broker that is down (or a wrong
+Both commands call :func:`await_broker` before they start anything, so a broker that is down (or a wrong
 ``kafka.bootstrap_servers``) ends in one error line naming the bootstrap servers within ``timeout_s``, instead
-of a stack trace from whichever client connects first.
+of a stack trace from whichever client connects first; then :func:`require_topics`, so a topic the settings
+name but the cluster lacks ends in one line naming the topic, the setting and the fix (the router never
+creates combiner and dead-letter topics for a raw topic that is not there).
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from collections.abc import Callable
 from confluent_kafka import KafkaException
 
 from connectors.kafka import make_admin
-from schemas.exceptions import BrokerError
+from schemas.exceptions import BrokerError, MissingTopicError
 from schemas.settings import KafkaSettings
 
-__all__ = ["await_broker"]
+__all__ = ["await_broker", "require_topics"]
 
 
 def await_broker(
@@ -53,3 +55,19 @@ def await_broker(
             )
         sleep(min(backoff, left))
         backoff = min(2 * backoff, max_backoff_s)
+
+
+def require_topics(kafka: KafkaSettings, topics: dict[str, str], timeout_s: float = 10.0) -> None:
+    """Raise :class:`MissingTopicError` for the first of ``topics`` (name -> what to do) the cluster lacks.
+
+    Reads the metadata of *all* topics (asking for one topic's metadata makes Tansu create it).
+    """
+    admin = make_admin(kafka, **{"log_level": 2})
+    try:
+        md = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise BrokerError(f"Kafka at {kafka.bootstrap_servers}: cannot read topic metadata: {exc}") from None
+    for topic, fix in topics.items():
+        tmd = md.topics.get(topic)
+        if tmd is None or tmd.error is not None:
+            raise MissingTopicError(f"topic {topic!r} does not exist on {kafka.bootstrap_servers}: {fix}")

@@ -1,18 +1,31 @@
-"""The exception hierarchy: every error skewroute raises on purpose derives from :class:`SkewrouteError`."""
+"""The exception hierarchy: every error skewroute raises on purpose derives from :class:`SkewrouteError`.
+
+The commands map them to exit codes (the README lists them): :data:`EXIT_CODES`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 __all__ = [
+    "EXIT_BROKER",
+    "EXIT_CONFIG",
+    "EXIT_FAILED",
+    "EXIT_MISSING_TOPIC",
     "BrokerError",
     "ConfigError",
     "DataLossError",
+    "MissingTopicError",
     "RecordError",
     "SkewrouteError",
     "TopicMismatchError",
     "UnknownPartitionerError",
 ]
+
+
+#: Exit codes of every command: a run that failed; invalid settings or arguments; Kafka not reachable within the
+#: wait; a topic the settings name does not exist.
+EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER, EXIT_MISSING_TOPIC = 1, 2, 3, 4
 
 
 class SkewrouteError(Exception):
@@ -53,6 +66,10 @@ class RecordError(SkewrouteError, ValueError):
 
 class BrokerError(SkewrouteError, RuntimeError):
     """The Kafka broker could not be started, reached, or asked for what we need."""
+
+
+class MissingTopicError(BrokerError):
+    """A topic the settings name does not exist on the cluster; the message names the setting and the fix."""
 
 
 class TopicMismatchError(BrokerError):

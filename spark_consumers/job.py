@@ -27,6 +27,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from connectors.broker_traits import resolve_isolation_level
 from connectors.spark_source import SHORT_NAME, kafka_options, register_source
+from schemas.exceptions import ConfigError
 from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings
 from schemas.spark_settings import SparkSettings, join_uri
 from spark_consumers.aggregations import (
@@ -43,10 +44,12 @@ __all__ = [
     "JobHandle",
     "build_session",
     "build_writer",
+    "check_bounded_run",
     "executor_env_conf",
     "java_kafka_options",
     "main",
     "read_combiners",
+    "resolve_dedupe",
     "run_job",
     "session_conf",
     "start_job",
@@ -176,8 +179,35 @@ def agg_spec(cfg: SparkSettings) -> AggSpec:
     return AggSpec(cfg.window, cfg.slide, cfg.watermark, tuple(cfg.aggregations), cfg.top_k, cfg.approx_rsd)
 
 
+def resolve_dedupe(settings: SkewrouteSettings) -> bool:
+    """``spark.dedupe``, with ``auto`` resolved: on unless the routers write exactly once (transactions).
+
+    An at-least-once router that crashes re-routes what it had produced but not committed; without the dedupe
+    those copies are counted twice.
+    """
+    dedupe = settings.spark.dedupe
+    return settings.router.delivery != "exactly_once" if dedupe == "auto" else dedupe
+
+
+def check_bounded_run(settings: SkewrouteSettings, available_now: bool, sink: str | None = None) -> None:
+    """Refuse a ``--once`` run that would silently drop results: :class:`ConfigError` naming the setting.
+
+    In ``output_mode: append`` (the parquet sink) a window is written once the watermark passes its end; a run
+    that stops when the data ends leaves the windows after the last watermark open, and nothing writes them.
+    """
+    cfg = settings.spark
+    if available_now and cfg.output_mode == "append":
+        raise ConfigError(
+            [
+                f"spark.output_mode: append (sink {sink or cfg.sink}) cannot run with --once: the windows still open "
+                "when the data ends are never written; run without --once, or set spark.sink: kafka and "
+                "spark.output_mode: update"
+            ]
+        )
+
+
 def aggregate_stream(raw: DataFrame, cfg: SparkSettings) -> DataFrame:
-    """Parse, watermark, optionally dedupe, aggregate (shared by both sources)."""
+    """Parse, watermark, optionally dedupe, aggregate (shared by both sources; ``auto`` dedupes)."""
     df = with_event_watermark(parse_routed(raw, cfg.item_field), cfg.watermark)
     if cfg.dedupe:
         df = dedupe_source_position(df)
@@ -223,7 +253,8 @@ def build_writer(
     if not settings.routes:
         raise ValueError("no routes configured")
     route = settings.route(route_name) if route_name else settings.routes[0]
-    cfg = settings.spark
+    check_bounded_run(settings, available_now, sink)
+    cfg = settings.spark.model_copy(update={"dedupe": resolve_dedupe(settings)})
     sink = sink or cfg.sink
     if sink == "parquet" and cfg.output_mode != "append":  # a sink override; the settings check their own
         raise ValueError(f"sink=parquet needs output_mode=append (got output_mode={cfg.output_mode!r})")
@@ -292,6 +323,7 @@ def run_job(
     spark: SparkSession | None = None,
 ) -> list[BatchStats]:
     """Run the job until it ends (``available_now``), ``timeout`` seconds pass, or Ctrl-C; the batch stats."""
+    check_bounded_run(settings, available_now)  # before a JVM starts
     session = spark or build_session(settings.spark)
     if settings.spark.metrics_port is not None:
         from prometheus_client import start_http_server

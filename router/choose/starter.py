@@ -33,6 +33,14 @@ WINDOWS_TEXT = """\
     #   arrive and still be counted: at least the delay between a record's event time and Spark reading it."""
 
 
+DELIVERY_TEXT = """\
+  # Exact after a crash: the routers run at least once (router.delivery: at_least_once, works on every broker):
+  # a worker killed mid-batch re-routes what it had produced but not yet committed. dedupe drops those copies
+  # on their source position (topic, partition, offset), so no window counts a record twice. It costs the
+  # pre-aggregation (Spark shuffles records instead of partials). On Apache Kafka you may instead set
+  # router.delivery: exactly_once (Kafka transactions; each worker's id is derived) and dedupe: false."""
+
+
 @dataclass(frozen=True)
 class Starter:
     """What the starter config says, before rendering."""
@@ -145,6 +153,8 @@ def render_starter(s: Starter) -> str:
         f'  watermark: "{WATERMARK}"',
         f"  aggregations: {aggregations}",
         "  sink: kafka                    # final aggregates to <raw_topic>.results",
+        *DELIVERY_TEXT.splitlines(),
+        "  dedupe: true",
         "",
     ]
     return "\n".join(lines)
