@@ -52,6 +52,7 @@ def default_cache() -> Path:
 
 
 PACKAGES = ("connectors", "router", "schemas", "spark_consumers")
+CONSTRAINTS = "constraints.txt"  # the tested versions of every dependency
 ENV_DIR = "environment"  # the archive's fragment: executors unpack it into ./environment
 EXECUTOR_PYTHON = f"./{ENV_DIR}/bin/python"
 _EXCLUDE = ("lib/python*/site-packages/pyspark/jars/*", "*/__pycache__/*")
@@ -83,7 +84,7 @@ def project_root() -> Path:
 
 
 def _sources(root: Path) -> list[Path]:
-    files = [root / "pyproject.toml", root / "README.md"]
+    files = [root / "pyproject.toml", root / "README.md", root / CONSTRAINTS]
     for pkg in PACKAGES:
         files += sorted(p for p in (root / pkg).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return [f for f in files if f.is_file()]
@@ -120,7 +121,8 @@ def _install(venv: Path, root: Path) -> None:
             dest = src / f.relative_to(root)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, dest)
-        _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(src)])  # dependencies
+        pins = ["-c", str(src / CONSTRAINTS)] if (src / CONSTRAINTS).is_file() else []  # the tested versions
+        _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins, str(src)])  # dependencies
         _run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--force-reinstall",
               str(src)])  # fmt: skip
 

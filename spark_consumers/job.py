@@ -63,6 +63,8 @@ def build_session(spark: SparkSettings, app_name: str = "skewroute-spark") -> Sp
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     b = SparkSession.builder.appName(app_name)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit, whose --master wins
+        if spark.master.startswith("local"):  # all on this host: bind loopback (no "resolves to loopback" warning)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         b = b.master(spark.master)
         for k, v in executor_env_conf(spark).items():
             b = b.config(k, v)
@@ -88,7 +90,14 @@ def session_conf(spark: SparkSettings) -> dict[str, str]:
     }
     if spark.source == "kafka":
         conf["spark.jars.packages"] = spark.kafka_package or _default_kafka_package()
+    if "spark.driver.extraJavaOptions" not in spark.conf:  # Spark's INFO log, hundreds of lines per run
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+    conf["spark.sql.adaptive.enabled"] = "false"  # streaming queries disable it anyway, with a warning each
     return {**conf, **spark.conf}
+
+
+#: Spark's log configuration for the job's driver (warnings and errors).
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def executor_env_conf(spark: SparkSettings) -> dict[str, str]:
