@@ -16,9 +16,9 @@ from confluent_kafka import KafkaException
 
 from connectors.kafka import make_admin
 from schemas.exceptions import BrokerError, MissingTopicError
-from schemas.settings import KafkaSettings
+from schemas.settings import KafkaSettings, RouteSettings
 
-__all__ = ["await_broker", "require_topics"]
+__all__ = ["await_broker", "raw_topic_fix", "require_topics"]
 
 
 def await_broker(
@@ -71,3 +71,11 @@ def require_topics(kafka: KafkaSettings, topics: dict[str, str], timeout_s: floa
         tmd = md.topics.get(topic)
         if tmd is None or tmd.error is not None:
             raise MissingTopicError(f"topic {topic!r} does not exist on {kafka.bootstrap_servers}: {fix}")
+
+
+def raw_topic_fix(route: RouteSettings) -> str:
+    """What to do about a route's missing raw topic."""
+    return (
+        f"create it (kafka-topics.sh --create --topic {route.raw_topic} --partitions N), or fix raw_topic of "
+        f"route {route.route_name!r}; the router creates no topics for a raw topic that is not there"
+    )

@@ -20,6 +20,7 @@ __all__ = [
     "SkewrouteError",
     "TopicMismatchError",
     "UnknownPartitionerError",
+    "exit_code",
 ]
 
 
@@ -86,3 +87,14 @@ class DataLossError(BrokerError):
             f"offsets {low}..{high} ({cause}); if that is acceptable, set failOnDataLoss=false "
             "(spark.fail_on_data_loss: false) to skip the missing offsets with a warning"
         )
+
+
+def exit_code(exc: SkewrouteError) -> int:
+    """The exit code of a command that stops on ``exc`` (see :data:`EXIT_CONFIG` and the others)."""
+    if isinstance(exc, ConfigError | UnknownPartitionerError):
+        return EXIT_CONFIG
+    if isinstance(exc, MissingTopicError):
+        return EXIT_MISSING_TOPIC
+    if isinstance(exc, BrokerError):
+        return EXIT_BROKER
+    return EXIT_FAILED
