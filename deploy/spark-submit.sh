@@ -11,11 +11,11 @@
 # No absolute path of this machine reaches an executor. The driver (client mode) keeps its own interpreter: it
 # plans the Python data source in Python workers of its own. Executor hosts need the same base Python as this one
 # (/usr/bin/python3.11 here); if they run the image of deploy/Dockerfile instead, set SKEWROUTE_SHIP_ENV=off.
-# With source=kafka the job needs the spark-sql-kafka package matching Spark's Scala and Spark versions.
+# With source=kafka the job needs spark-sql-kafka: spark.kafka_package, else the job's default (the newest published).
 # Secrets: pass SASL passwords through the environment (SKEWROUTE_KAFKA__SASL_PASSWORD via
 # spark.yarn.appMasterEnv.* / spark.kubernetes.driverEnv.*), never on the command line.
+# Runs from any folder: a relative --config (or $SKEWROUTE_CONFIG) is the caller's, resolved before anything else.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
 MASTER="local[2]"; DEPLOY_MODE="client"; CONFIG="${SKEWROUTE_CONFIG:-}"; ROUTE=""; EXTRA=()
 while [[ $# -gt 0 ]]; do
@@ -27,17 +27,31 @@ while [[ $# -gt 0 ]]; do
     *) EXTRA+=("$1"); shift ;;
   esac
 done
+if [[ -n "$CONFIG" ]]; then
+  [[ -f "$CONFIG" ]] || { echo "error: config file $CONFIG does not exist (relative to $PWD)" >&2; exit 2; }
+  CONFIG="$(cd "$(dirname "$CONFIG")" && pwd)/$(basename "$CONFIG")"
+fi
+[[ -n "${PYSPARK_PYTHON:-}" && "$PYSPARK_PYTHON" != /* ]] && PYSPARK_PYTHON="$PWD/$PYSPARK_PYTHON"
+cd "$(dirname "$0")/.."
 
 PY="${PYSPARK_PYTHON:-$PWD/.venv/bin/python}"
-SPARK_VERSION="$("$PY" -c 'import pyspark; print(pyspark.__version__)')"
 # The Spark of the installed PySpark (its bin/spark-submit), unless SPARK_HOME names another one.
 export SPARK_HOME="${SPARK_HOME:-$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
-SOURCE="${SKEWROUTE_SPARK__SOURCE:-$("$PY" - "$CONFIG" <<'PY'
+# The Kafka connector the job's settings ask for (spark.source, spark.kafka_package; empty for the Python source):
+# the same settings, environment included, and the same default as `skewroute spark-job`. Exit 2 on bad settings.
+PACKAGE="$("$PY" - "$CONFIG" <<'PY'
 import sys
+from schemas.exceptions import ConfigError
 from schemas.settings import SkewrouteSettings
-print(SkewrouteSettings.load(sys.argv[1] or None).spark.source)
+from spark_consumers.job import session_conf
+try:
+    spark = SkewrouteSettings.load(sys.argv[1] or None).spark
+except ConfigError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(2)
+print(session_conf(spark).get("spark.jars.packages", ""))
 PY
-)}"
+)" || exit $?
 JOB="$("$PY" -c 'import spark_consumers.job as j; print(j.__file__)')"
 
 ARGS=(--master "$MASTER" --deploy-mode "$DEPLOY_MODE" --name skewroute-spark
@@ -53,8 +67,8 @@ elif [[ "${SKEWROUTE_SHIP_ENV:-auto}" != "off" ]]; then
     ARGS+=(--conf spark.pyspark.python="$PY" --conf spark.pyspark.driver.python="$PY")
   fi
 fi
-if [[ "$SOURCE" == "kafka" ]]; then
-  ARGS+=(--packages "org.apache.spark:spark-sql-kafka-0-10_2.13:${SPARK_VERSION}")
+if [[ -n "$PACKAGE" ]]; then
+  ARGS+=(--packages "$PACKAGE")
 fi
 if [[ "${SKEWROUTE_PY_FILES:-0}" == "1" ]]; then
   ZIP="$(mktemp -d)/skewroute.zip"
