@@ -6,11 +6,12 @@
 #   SKEWROUTE_SPARK__SOURCE=kafka deploy/spark-submit.sh --master k8s://https://api:6443 ...  # Spark's Kafka source
 #
 # Executors get the project's Python the way a cluster ships it: with a non-local master this script packs the
-# environment (skewroute + every dependency, venv-pack, cached; `python -m spark_consumers.envpack`) and passes
-# `--archives <pack>.tar.gz#environment`; executors run ./environment/bin/python (spark.sql.execution.pyspark.python).
-# No absolute path of this machine reaches an executor. The driver (client mode) keeps its own interpreter: it
-# plans the Python data source in Python workers of its own. Executor hosts need the same base Python as this one
-# (/usr/bin/python3.11 here); if they run the image of deploy/Dockerfile instead, set SKEWROUTE_SHIP_ENV=off.
+# environment (skewroute + every dependency + its own interpreter and standard library, cached;
+# `python -m spark_consumers.envpack`) and passes `--archives <pack>.tar.gz#environment`; executors run
+# ./environment/bin/python (spark.sql.execution.pyspark.python). No absolute path of this machine reaches an
+# executor, and executor hosts need no Python of their own (same CPU architecture, a C library at least as new).
+# The driver (client mode) keeps its own interpreter: it plans the Python data source in Python workers of its
+# own. If executors run the image of deploy/Dockerfile instead, set SKEWROUTE_SHIP_ENV=off.
 # With source=kafka the job needs spark-sql-kafka: spark.kafka_package, else the job's default (the newest published).
 # Secrets: pass SASL passwords through the environment (SKEWROUTE_KAFKA__SASL_PASSWORD via
 # spark.yarn.appMasterEnv.* / spark.kubernetes.driverEnv.*), never on the command line.
