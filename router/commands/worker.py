@@ -246,6 +246,10 @@ def _sync_table(views: dict[str, _RouteView], worker: dict[str, float]) -> Table
     return t
 
 
+#: The width ``status --once`` renders at outside a terminal (tables take only the width their cells need).
+PIPED_WIDTH = 1_000
+
+
 def _age(seconds: float) -> str:
     return "-" if seconds < 0 else f"{seconds:.1f} s"
 
@@ -255,6 +259,8 @@ def status(urls: list[str] = UrlOpt, interval: float = IntervalOpt, once: bool =
     prev: dict[tuple[str, str], tuple[float, float]] = {}
     out = Console()
     if once:
+        if not out.is_terminal:  # a pipe or a file has no width: keep every cell whole, not cut to 80 columns
+            out = Console(width=PIPED_WIDTH)
         out.print(_tables(urls, prev))
         return
     with Live(_tables(urls, prev), console=out, refresh_per_second=4) as live:
