@@ -154,7 +154,7 @@ def create_app(settings: SkewrouteSettings | None = None, *, web_port: int | Non
     setup_logging(r.log_format, r.log_level)
     (r.state_dir / "faust").mkdir(parents=True, exist_ok=True)
     port = web_port if web_port is not None else r.web_port
-    slot = claim_slot() if r.instance_id is None or port is None else None  # held for the process's life
+    slot = claim_slot(r.slot_dir) if r.instance_id is None or port is None else None  # held for the process's life
     instance = r.instance_id or (slot.instance_id() if slot else socket.gethostname())
     if port is None:
         port = free_web_port(r.web_host, slot.index if slot else 0)

@@ -214,6 +214,11 @@ class RouterSettings(FrozenModel):
         description="this worker's id (default: <hostname>-<slot>, the slot being the lowest free one on the host: "
         "several workers per host, each keeping its id across restarts)",
     )
+    slot_dir: Path | None = Field(
+        None,
+        description="where the workers of one host claim their slots (default: $TMPDIR/skewroute-<uid>/slots); "
+        "containers on one host that share a volume here (and a hostname) get distinct, stable slots",
+    )
     web_host: str = Field(
         "127.0.0.1",
         min_length=1,
