@@ -16,9 +16,9 @@ from confluent_kafka import KafkaException
 
 from connectors.kafka import make_admin
 from schemas.exceptions import BrokerError, MissingTopicError
-from schemas.settings import KafkaSettings, RouteSettings
+from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings
 
-__all__ = ["await_broker", "raw_topic_fix", "require_topics"]
+__all__ = ["await_broker", "ensure_faust_topics", "faust_leader_topic", "raw_topic_fix", "require_topics"]
 
 
 def await_broker(
@@ -79,3 +79,20 @@ def raw_topic_fix(route: RouteSettings) -> str:
         f"create it (kafka-topics.sh --create --topic {route.raw_topic} --partitions N), or fix raw_topic of "
         f"route {route.route_name!r}; the router creates no topics for a raw topic that is not there"
     )
+
+
+def faust_leader_topic(app_id: str) -> str:
+    """The topic Faust's leader assignor subscribes every worker to (Faust's consumer needs one topic)."""
+    return f"{app_id}-__assignor-__leader"
+
+
+def ensure_faust_topics(settings: SkewrouteSettings) -> None:
+    """Create Faust's leader topic as skewroute creates its own, before Faust would create it with replication 1.
+
+    Replication: the largest ``routes[].replication_factor`` set, else the brokers' ``default.replication.factor``.
+    """
+    from connectors.admin import TopicSpec, ensure_topics
+
+    given = [r.replication_factor for r in settings.routes if r.replication_factor is not None]
+    spec = TopicSpec(faust_leader_topic(settings.router.app_id), 1, max(given) if given else None)
+    ensure_topics(make_admin(settings.kafka), [spec])

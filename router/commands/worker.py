@@ -75,11 +75,12 @@ def router(
         f"router [bold]{escape(settings.router.app_id)}[/]: {len(settings.routes)} route(s) ({escape(routes)}); "
         f"kafka {escape(str(settings.kafka.redacted()))}"
     )
-    from router.preflight import await_broker, raw_topic_fix, require_topics
+    from router.preflight import await_broker, ensure_faust_topics, raw_topic_fix, require_topics
 
     try:
         await_broker(settings.kafka, broker_wait)
         require_topics(settings.kafka, {r.raw_topic: raw_topic_fix(r) for r in settings.routes})
+        ensure_faust_topics(settings)  # replicated like skewroute's own topics, not Faust's default of 1
     except MissingTopicError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(EXIT_MISSING_TOPIC) from None

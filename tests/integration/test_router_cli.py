@@ -18,6 +18,7 @@ import yaml
 
 from connectors.admin import partition_count
 from connectors.kafka import make_admin
+from router.preflight import faust_leader_topic
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import produce, wait_for, zipf_records
 
@@ -81,6 +82,10 @@ def test_two_workers_on_one_host_from_one_config(kafka: KafkaSettings, topic: st
         assert len(ids) == 2 and all(re.fullmatch(r".+-\d+", i) for i in ids), ids
         assert all(p.poll() is None for p in procs), [log.read_text()[-2000:] for log in logs]
         assert not any("Traceback" in log.read_text() for log in logs)
+        # Item 9: the route's topics and Faust's leader topic, which skewroute created itself (before Faust would)
+        created = {t for t in make_admin(kafka).list_topics(timeout=10).topics if topic in t}
+        leader = faust_leader_topic(f"app-{topic}")
+        assert created == {topic, f"{topic}.combiners", f"{topic}.dlq", leader}, created
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
