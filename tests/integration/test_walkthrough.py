@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ from tests.integration.test_router_cli import _get
 
 pytestmark = [pytest.mark.kafka, pytest.mark.apache_kafka, pytest.mark.spark, pytest.mark.slow]
 
-N = 12_000
+N = 40_000
+SAMPLE = 4_000  # produced before `init` (it samples the topic); the rest is the backlog the routers meet
 SKEWROUTE = str(Path(sys.executable).with_name("skewroute"))
 
 
@@ -46,7 +48,7 @@ def _records(t0_ms: int) -> tuple[list[tuple[bytes, bytes]], list[Rec]]:
 
 def _env() -> dict[str, str]:
     return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SKEWROUTE_ROUTER__BATCH_MAX_RECORDS": "300"}  # fmt: skip
+            "SKEWROUTE_ROUTER__BATCH_MAX_RECORDS": "200"}  # fmt: skip
 
 
 class _Router:
@@ -82,11 +84,11 @@ def test_init_two_routers_kill_one_spark_once_exact(apache_kafka: ApacheKafkaClu
     topic = f"payments-{os.getpid()}"
     now = int(datetime.now(UTC).timestamp() * 1000)
     pairs, recs = _records(now - now % 10_000 - 300_000)  # the last five minutes
-    produce(kafka, topic, pairs)
-
+    produce(kafka, topic, pairs[:SAMPLE])
+    t0 = time.monotonic()
     init = subprocess.run(
         [SKEWROUTE, "init", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, "--out", "starter.yaml",
-         "--records", "3000", "-p", "hash,pkg"],
+         "--records", str(SAMPLE), "--seconds", "5", "-p", "hash,pkg"],
         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert init.returncode == 0, init.stderr
@@ -94,12 +96,18 @@ def test_init_two_routers_kill_one_spark_once_exact(apache_kafka: ApacheKafkaClu
     route = settings.routes[0]
     assert (route.key.field, route.time.field, route.time.unit, route.value_field) == ("user", "ts", "iso", "amount")
     group = f"{settings.router.app_id}.{route.route_name}"
+    t_init = time.monotonic()
 
     routers = [_Router(tmp_path, tmp_path / f"router-{i}.log") for i in range(2)]
     try:
-        wait_for(lambda: all(r.routes().get("routes", {}).get(topic, {}).get("consumed", 0) > 0 for r in routers),
-                 90, "both routers routing")  # fmt: skip
+
+        def view(r: _Router) -> dict[str, Any]:
+            return dict(r.routes().get("routes", {}).get(topic, {}))
+
+        wait_for(lambda: all(view(r).get("assigned") for r in routers), 90, "both routers assigned")
+        produce(kafka, topic, pairs[SAMPLE:])  # the backlog (round-robin continues: SAMPLE % 4 == 0)
         victim = routers[0]
+        wait_for(lambda: view(victim).get("consumed", 0) >= SAMPLE // 2 + 2_000, 60, "the victim into the backlog")
         identity = victim.routes()["instance"]
         victim.stop(signal.SIGKILL)  # mid-backlog: its last batches were produced but not all committed
         done_at_kill = sum(max(0, o) for o in committed(kafka, group, topic).values())
@@ -111,8 +119,14 @@ def test_init_two_routers_kill_one_spark_once_exact(apache_kafka: ApacheKafkaClu
         for r in routers:
             r.stop()
     assert not any("Traceback" in r.log.read_text() for r in routers)
+    t_routers = time.monotonic()
 
     job = subprocess.run([SKEWROUTE, "spark-job", "--config", "starter.yaml", "--once"], cwd=tmp_path, env=_env(),
                          capture_output=True, text=True, timeout=400)  # fmt: skip
     assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-3000:]
+    t_spark = time.monotonic()
     assert_same(read_results(kafka, f"{topic}.results"), reference(recs, 10_000, 10_000))
+    print(
+        f"\ninit {t_init - t0:.0f} s, routers (kill at {done_at_kill} committed) {t_routers - t_init:.0f} s, "
+        f"spark-job --once {t_spark - t_routers:.0f} s"
+    )
