@@ -27,7 +27,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from connectors.broker_traits import resolve_isolation_level
 from connectors.spark_source import SHORT_NAME, kafka_options, register_source
-from schemas.exceptions import ConfigError
+from schemas.exceptions import ConfigError, SkewrouteError, exit_code
 from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings
 from schemas.spark_settings import SparkSettings, join_uri
 from spark_consumers.aggregations import (
@@ -364,8 +364,12 @@ def _args(argv: list[str] | None) -> Any:
 def main(argv: list[str] | None = None) -> None:
     """Entry point for ``spark-submit .../spark_consumers/job.py`` and ``python -m spark_consumers.job``."""
     a = _args(argv)
-    settings = SkewrouteSettings.load(a.config)
-    stats = run_job(settings, a.route, available_now=a.available_now, timeout=a.timeout)
+    try:
+        settings = SkewrouteSettings.load(a.config)
+        stats = run_job(settings, a.route, available_now=a.available_now, timeout=a.timeout)
+    except SkewrouteError as exc:  # one line (or one per setting), the exit code every command uses
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(exit_code(exc)) from None
     rows = sum(s.input_rows for s in stats)
     print(f"skewroute spark job: {len(stats)} micro-batches, {rows} records")
 
