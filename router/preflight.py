@@ -18,7 +18,14 @@ from connectors.kafka import make_admin
 from schemas.exceptions import BrokerError, MissingTopicError
 from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings
 
-__all__ = ["await_broker", "ensure_faust_topics", "faust_leader_topic", "raw_topic_fix", "require_topics"]
+__all__ = [
+    "await_broker",
+    "ensure_faust_topics",
+    "faust_leader_topic",
+    "raw_topic_fix",
+    "require_topics",
+    "spark_job_preflight",
+]
 
 
 def await_broker(
@@ -96,3 +103,17 @@ def ensure_faust_topics(settings: SkewrouteSettings) -> None:
     given = [r.replication_factor for r in settings.routes if r.replication_factor is not None]
     spec = TopicSpec(faust_leader_topic(settings.router.app_id), 1, max(given) if given else None)
     ensure_topics(make_admin(settings.kafka), [spec])
+
+
+def spark_job_preflight(settings: SkewrouteSettings, route: RouteSettings, broker_wait_s: float) -> None:
+    """Check what the Spark job needs before it starts a JVM.
+
+    Kafka answers within ``broker_wait_s`` (else :class:`BrokerError`) and the route's combiner topic exists
+    (else :class:`MissingTopicError`).
+    """
+    await_broker(settings.kafka, broker_wait_s)
+    fix = (
+        f"the routers of route {route.route_name!r} create it: start `skewroute router` with the same config first "
+        "(or fix routes[].combiner_topic)"
+    )
+    require_topics(settings.kafka, {route.combiner_topic_name: fix})

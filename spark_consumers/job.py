@@ -364,8 +364,14 @@ def _args(argv: list[str] | None) -> Any:
 def main(argv: list[str] | None = None) -> None:
     """Entry point for ``spark-submit .../spark_consumers/job.py`` and ``python -m spark_consumers.job``."""
     a = _args(argv)
+    from router.preflight import spark_job_preflight
+
     try:
         settings = SkewrouteSettings.load(a.config)
+        if not settings.routes:
+            raise ConfigError(["routes: no routes configured (settings: routes: [{raw_topic: ...}])"])
+        check_bounded_run(settings, a.available_now)
+        spark_job_preflight(settings, settings.route(a.route) if a.route else settings.routes[0], 30.0)
         stats = run_job(settings, a.route, available_now=a.available_now, timeout=a.timeout)
     except SkewrouteError as exc:  # one line (or one per setting), the exit code every command uses
         print(f"error: {exc}", file=sys.stderr)

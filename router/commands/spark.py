@@ -57,7 +57,7 @@ def spark_job(
     """Run the Spark consumer job of a route (master from spark.master, local[2] by default)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from router.preflight import await_broker, require_topics
+    from router.preflight import spark_job_preflight
     from schemas.settings import SkewrouteSettings
     from spark_consumers.job import check_bounded_run, run_job
 
@@ -71,14 +71,7 @@ def spark_job(
         err.print(f"[red]{escape(str(exc))}[/]", soft_wrap=True)
         raise typer.Exit(EXIT_CONFIG) from None
     try:
-        await_broker(settings.kafka, broker_wait)
-        require_topics(
-            settings.kafka,
-            {
-                chosen.combiner_topic_name: f"the routers of route {chosen.route_name!r} create it: start "
-                "`skewroute router` with the same config first (or fix routes[].combiner_topic)"
-            },
-        )
+        spark_job_preflight(settings, chosen, broker_wait)
     except MissingTopicError as exc:
         raise _fail(str(exc), EXIT_MISSING_TOPIC) from None
     except BrokerError as exc:
