@@ -3,8 +3,8 @@
 ``skewroute init`` writes the starter from a sample of the user's topic; two routers start on this host from
 that one file (no edit: each derives its own port and instance id); one is SIGKILLed mid-backlog and
 restarted; ``skewroute spark-job --once`` with the starter's sink writes the results, which must equal a plain
-computation over the raw records: nothing lost, nothing counted twice. Only an environment variable shrinks
-the routers' batches, so that the kill lands mid-backlog.
+computation over the raw records: nothing lost, nothing counted twice. Only environment variables differ from
+a user's run: smaller router batches, so that the kill lands mid-backlog, and a slot folder of the test's own.
 """
 
 from __future__ import annotations
@@ -46,9 +46,12 @@ def _records(t0_ms: int) -> tuple[list[tuple[bytes, bytes]], list[Rec]]:
     return pairs, recs
 
 
-def _env() -> dict[str, str]:
+def _env(cwd: Path) -> dict[str, str]:
+    # Small batches: the kill lands mid-backlog. A slot folder of this test's own: routers of other sessions on a
+    # shared machine cannot take the killed worker's slot before it is restarted.
     return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SKEWROUTE_ROUTER__BATCH_MAX_RECORDS": "200"}  # fmt: skip
+            "SKEWROUTE_ROUTER__BATCH_MAX_RECORDS": "200",
+            "SKEWROUTE_ROUTER__SLOT_DIR": str(cwd / "slots")}  # fmt: skip
 
 
 class _Router:
@@ -57,7 +60,7 @@ class _Router:
     def __init__(self, cwd: Path, log: Path) -> None:
         self.log = log
         with log.open("ab") as f:
-            self.proc = subprocess.Popen([SKEWROUTE, "router", "--config", "starter.yaml"], cwd=cwd, env=_env(),
+            self.proc = subprocess.Popen([SKEWROUTE, "router", "--config", "starter.yaml"], cwd=cwd, env=_env(cwd),
                                          stdout=f, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         self.offset = log.stat().st_size if log.exists() else 0
 
@@ -89,7 +92,7 @@ def test_init_two_routers_kill_one_spark_once_exact(apache_kafka: ApacheKafkaClu
     init = subprocess.run(
         [SKEWROUTE, "init", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, "--out", "starter.yaml",
          "--records", str(SAMPLE), "--seconds", "5", "-p", "hash,pkg"],
-        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert init.returncode == 0, init.stderr
     settings = SkewrouteSettings.load(tmp_path / "starter.yaml")
@@ -121,8 +124,8 @@ def test_init_two_routers_kill_one_spark_once_exact(apache_kafka: ApacheKafkaClu
     assert not any("Traceback" in r.log.read_text() for r in routers)
     t_routers = time.monotonic()
 
-    job = subprocess.run([SKEWROUTE, "spark-job", "--config", "starter.yaml", "--once"], cwd=tmp_path, env=_env(),
-                         capture_output=True, text=True, timeout=400)  # fmt: skip
+    job = subprocess.run([SKEWROUTE, "spark-job", "--config", "starter.yaml", "--once"], cwd=tmp_path,
+                         env=_env(tmp_path), capture_output=True, text=True, timeout=400)  # fmt: skip
     assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-3000:]
     t_spark = time.monotonic()
     assert_same(read_results(kafka, f"{topic}.results"), reference(recs, 10_000, 10_000))
