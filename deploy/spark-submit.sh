@@ -68,6 +68,9 @@ elif [[ "${SKEWROUTE_SHIP_ENV:-auto}" != "off" ]]; then
     ARGS+=(--conf spark.pyspark.python="$PY" --conf spark.pyspark.driver.python="$PY")
   fi
 fi
+if [[ "$DEPLOY_MODE" == "client" ]]; then  # the driver logs warnings and errors, not Spark's every INFO line
+  ARGS+=(--driver-java-options "-Dlog4j2.configurationFile=file://$PWD/spark_consumers/log4j2.properties")
+fi
 if [[ -n "$PACKAGE" ]]; then
   ARGS+=(--packages "$PACKAGE")
 fi

@@ -34,6 +34,8 @@ def test_relative_config_from_another_folder_reaches_the_job(tmp_path: Path) -> 
     args = _submit(tmp_path, {})
     assert args[args.index("--config") + 1] == str(tmp_path / "my.yaml")
     assert "--packages" not in args  # the Python source needs no jar
+    java = args[args.index("--driver-java-options") + 1]  # warnings only, not Spark's INFO log
+    assert java.startswith("-Dlog4j2.configurationFile=file://") and Path(java.split("file://")[1]).is_file()
 
 
 def test_kafka_source_uses_the_configured_package_or_the_jobs_default(tmp_path: Path) -> None:
