@@ -15,7 +15,8 @@
 # With source=kafka the job needs spark-sql-kafka: spark.kafka_package, else the job's default (the newest published).
 # Secrets: pass SASL passwords through the environment (SKEWROUTE_KAFKA__SASL_PASSWORD via
 # spark.yarn.appMasterEnv.* / spark.kubernetes.driverEnv.*), never on the command line.
-# Runs from any folder: a relative --config (or $SKEWROUTE_CONFIG) is the caller's, resolved before anything else.
+# Runs from any folder, and the job runs in the caller's folder: a relative --config (or $SKEWROUTE_CONFIG) and the
+# relative paths in it (checkpoint_dir, output_path, progress_log) are the caller's, as with `skewroute spark-job`.
 set -euo pipefail
 
 MASTER="local[2]"; DEPLOY_MODE="client"; CONFIG="${SKEWROUTE_CONFIG:-}"; ROUTE=""; EXTRA=()
@@ -33,14 +34,14 @@ if [[ -n "$CONFIG" ]]; then
   CONFIG="$(cd "$(dirname "$CONFIG")" && pwd)/$(basename "$CONFIG")"
 fi
 [[ -n "${PYSPARK_PYTHON:-}" && "$PYSPARK_PYTHON" != /* ]] && PYSPARK_PYTHON="$PWD/$PYSPARK_PYTHON"
-cd "$(dirname "$0")/.."
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"  # the checkout: its .venv, its packages
 
-PY="${PYSPARK_PYTHON:-$PWD/.venv/bin/python}"
+PY="${PYSPARK_PYTHON:-$ROOT/.venv/bin/python}"
 # The Spark of the installed PySpark (its bin/spark-submit), unless SPARK_HOME names another one.
-export SPARK_HOME="${SPARK_HOME:-$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
+export SPARK_HOME="${SPARK_HOME:-$(cd "$ROOT" && "$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
 # The Kafka connector the job's settings ask for (spark.source, spark.kafka_package; empty for the Python source):
 # the same settings, environment included, and the same default as `skewroute spark-job`. Exit 2 on bad settings.
-PACKAGE="$("$PY" - "$CONFIG" <<'PY'
+PACKAGE="$(cd "$ROOT" && "$PY" - "$CONFIG" <<'PY'
 import sys
 from schemas.exceptions import ConfigError
 from schemas.settings import SkewrouteSettings
@@ -53,14 +54,15 @@ except ConfigError as exc:
 print(session_conf(spark).get("spark.jars.packages", ""))
 PY
 )" || exit $?
-JOB="$("$PY" -c 'import spark_consumers.job as j; print(j.__file__)')"
+JOB="$(cd "$ROOT" && "$PY" -c 'import spark_consumers.job as j; print(j.__file__)')"
 
 ARGS=(--master "$MASTER" --deploy-mode "$DEPLOY_MODE" --name skewroute-spark
       --conf spark.sql.shuffle.partitions="${SKEWROUTE_SPARK__SHUFFLE_PARTITIONS:-8}")
 if [[ "$MASTER" == local* ]]; then
+  export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"  # all on this host
   ARGS+=(--conf spark.pyspark.python="$PY" --conf spark.pyspark.driver.python="$PY")
 elif [[ "${SKEWROUTE_SHIP_ENV:-auto}" != "off" ]]; then
-  PACK="$("$PY" -m spark_consumers.envpack)"
+  PACK="$(cd "$ROOT" && "$PY" -m spark_consumers.envpack)"
   ARGS+=(--archives "$PACK#environment" --conf spark.sql.execution.pyspark.python=./environment/bin/python)
   if [[ "$DEPLOY_MODE" == "cluster" ]]; then  # the driver runs where the archive is unpacked too
     ARGS+=(--conf spark.pyspark.python=./environment/bin/python --conf spark.pyspark.driver.python=./environment/bin/python)
@@ -69,14 +71,14 @@ elif [[ "${SKEWROUTE_SHIP_ENV:-auto}" != "off" ]]; then
   fi
 fi
 if [[ "$DEPLOY_MODE" == "client" ]]; then  # the driver logs warnings and errors, not Spark's every INFO line
-  ARGS+=(--driver-java-options "-Dlog4j2.configurationFile=file://$PWD/spark_consumers/log4j2.properties")
+  ARGS+=(--driver-java-options "-Dlog4j2.configurationFile=file://$ROOT/spark_consumers/log4j2.properties")
 fi
 if [[ -n "$PACKAGE" ]]; then
   ARGS+=(--packages "$PACKAGE")
 fi
 if [[ "${SKEWROUTE_PY_FILES:-0}" == "1" ]]; then
   ZIP="$(mktemp -d)/skewroute.zip"
-  zip -qr "$ZIP" connectors schemas spark_consumers router -x '*__pycache__*'
+  (cd "$ROOT" && zip -qr "$ZIP" connectors schemas spark_consumers router -x '*__pycache__*')
   ARGS+=(--py-files "$ZIP")
 fi
 if [[ -n "$CONFIG" ]]; then

@@ -20,7 +20,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "spark-submit.sh"
 def _submit(tmp_path: Path, spark: dict[str, object]) -> list[str]:
     (tmp_path / "my.yaml").write_text(yaml.safe_dump({"routes": [{"raw_topic": "t"}], "spark": spark}))
     stub = tmp_path / "spark-submit"
-    stub.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    stub.write_text('#!/bin/sh\nprintf "%s\\n" "cwd=$PWD" "$@"\n')
     stub.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKEWROUTE_")}
     env.update(SPARK_SUBMIT=str(stub), PYSPARK_PYTHON=sys.executable)
@@ -33,6 +33,7 @@ def _submit(tmp_path: Path, spark: dict[str, object]) -> list[str]:
 def test_relative_config_from_another_folder_reaches_the_job(tmp_path: Path) -> None:
     args = _submit(tmp_path, {})
     assert args[args.index("--config") + 1] == str(tmp_path / "my.yaml")
+    assert args[0] == f"cwd={tmp_path}"  # the job runs where the user is: the config's relative paths are theirs
     assert "--packages" not in args  # the Python source needs no jar
     java = args[args.index("--driver-java-options") + 1]  # warnings only, not Spark's INFO log
     assert java.startswith("-Dlog4j2.configurationFile=file://") and Path(java.split("file://")[1]).is_file()
