@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 
 from connectors.admin import partition_count
 from connectors.kafka import make_admin, make_consumer
-from schemas.exceptions import BrokerError
+from schemas.exceptions import BrokerError, MissingTopicError
 from schemas.settings import KafkaSettings
 
 __all__ = ["sample_topic"]
@@ -52,7 +52,7 @@ def sample_topic(
         raise ValueError(f"seconds must be > 0, got {seconds}")
     n = partition_count(make_admin(kafka), topic)
     if n is None:
-        raise BrokerError(f"topic {topic!r} does not exist (bootstrap {kafka.bootstrap_servers})")
+        raise MissingTopicError(f"topic {topic!r} does not exist (bootstrap {kafka.bootstrap_servers})")
     consumer = make_consumer(
         kafka,
         group_id=f"skewroute-sample-{time.monotonic_ns()}",

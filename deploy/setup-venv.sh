@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Create (or update) the project venv at .venv and install skewroute, its lab (benchmarks/) and the dev tools.
-# Idempotent: a second run only checks that everything is installed.
+# Create (or update) the project venv at .venv and install skewroute, its lab (benchmarks/) and the dev tools at
+# the tested versions (constraints.txt). Idempotent: a second run only checks that everything is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -9,8 +9,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.skewroute-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ benchmarks/pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ benchmarks/pyproject.toml -nt "$stamp" ] \
+   || [ constraints.txt -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]" -e ./benchmarks
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]" -e ./benchmarks
   touch "$stamp"
 fi

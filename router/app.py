@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import ssl
 from dataclasses import dataclass, field
@@ -33,7 +32,9 @@ from mode import Service
 from connectors.admin import ensure_route_topics
 from connectors.broker_traits import resolve_static_membership
 from router.dataplane import RouteDataPlane
+from router.identity import WorkerSlot, claim_slot, free_web_port
 from router.observability import CONTENT_TYPE_LATEST, RouterMetrics, setup_logging
+from router.preflight import raw_topic_fix, require_topics
 from router.sync.service import attach_sync
 from schemas.settings import KafkaSettings, SkewrouteSettings
 
@@ -50,6 +51,7 @@ class RouterRuntime:
     instance_id: str
     metrics: RouterMetrics
     planes: dict[str, RouteDataPlane] = field(default_factory=dict)
+    slot: WorkerSlot | None = None  # this worker's slot on the host, when its id or port derive from it
 
     def status(self) -> dict[str, Any]:
         """JSON-able state of every route (``/routes``)."""
@@ -96,6 +98,8 @@ class DataPlaneService(Service):
         log.info("static group membership %s (%s)", f"on as {s.router.instance_id}" if static else "off", why)
         router = s.router.model_copy(update={"static_membership": static})
         for route in s.routes:
+            # never create a route's topics for a raw topic that is not there (MissingTopicError stops the worker)
+            await loop.run_in_executor(None, require_topics, s.kafka, {route.raw_topic: raw_topic_fix(route)})
             await loop.run_in_executor(None, ensure_route_topics, s.kafka, route)
             plane = RouteDataPlane(s.kafka, router, route, rt.metrics, instance_id=rt.instance_id)
             rt.planes[route.route_name] = plane.start()
@@ -149,12 +153,19 @@ def create_app(settings: SkewrouteSettings | None = None, *, web_port: int | Non
     r = s.router
     setup_logging(r.log_format, r.log_level)
     (r.state_dir / "faust").mkdir(parents=True, exist_ok=True)
-    instance = r.instance_id or f"{socket.gethostname()}-{os.getpid()}"
-    runtime = RouterRuntime(s, instance, RouterMetrics(instance))
+    port = web_port if web_port is not None else r.web_port
+    slot = claim_slot(r.slot_dir) if r.instance_id is None or port is None else None  # held for the process's life
+    instance = r.instance_id or (slot.instance_id() if slot else socket.gethostname())
+    if port is None:
+        port = free_web_port(r.web_host, slot.index if slot else 0)
+    log.info("worker %s: web server on http://%s:%d (/metrics, /routes, /ready)", instance, r.web_host, port)
+    runtime = RouterRuntime(s, instance, RouterMetrics(instance), slot=slot)
     app = faust.App(
         r.app_id,
         **_faust_broker(s.kafka),
-        web_port=r.web_port if web_port is None else web_port,
+        web_port=port,
+        web_bind=r.web_host,
+        web_host=r.web_host,
         web_in_thread=False,
         datadir=str(r.state_dir / "faust"),
         store="memory://",

@@ -1,18 +1,32 @@
-"""The exception hierarchy: every error skewroute raises on purpose derives from :class:`SkewrouteError`."""
+"""The exception hierarchy: every error skewroute raises on purpose derives from :class:`SkewrouteError`.
+
+The commands map them to exit codes (the README lists them): :data:`EXIT_CODES`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 __all__ = [
+    "EXIT_BROKER",
+    "EXIT_CONFIG",
+    "EXIT_FAILED",
+    "EXIT_MISSING_TOPIC",
     "BrokerError",
     "ConfigError",
     "DataLossError",
+    "MissingTopicError",
     "RecordError",
     "SkewrouteError",
     "TopicMismatchError",
     "UnknownPartitionerError",
+    "exit_code",
 ]
+
+
+#: Exit codes of every command: a run that failed; invalid settings or arguments; Kafka not reachable within the
+#: wait; a topic the settings name does not exist.
+EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER, EXIT_MISSING_TOPIC = 1, 2, 3, 4
 
 
 class SkewrouteError(Exception):
@@ -55,6 +69,10 @@ class BrokerError(SkewrouteError, RuntimeError):
     """The Kafka broker could not be started, reached, or asked for what we need."""
 
 
+class MissingTopicError(BrokerError):
+    """A topic the settings name does not exist on the cluster; the message names the setting and the fix."""
+
+
 class TopicMismatchError(BrokerError):
     """An existing topic has a partition count other than the one a route requires."""
 
@@ -69,3 +87,14 @@ class DataLossError(BrokerError):
             f"offsets {low}..{high} ({cause}); if that is acceptable, set failOnDataLoss=false "
             "(spark.fail_on_data_loss: false) to skip the missing offsets with a warning"
         )
+
+
+def exit_code(exc: SkewrouteError) -> int:
+    """The exit code of a command that stops on ``exc`` (see :data:`EXIT_CONFIG` and the others)."""
+    if isinstance(exc, ConfigError | UnknownPartitionerError):
+        return EXIT_CONFIG
+    if isinstance(exc, MissingTopicError):
+        return EXIT_MISSING_TOPIC
+    if isinstance(exc, BrokerError):
+        return EXIT_BROKER
+    return EXIT_FAILED

@@ -209,9 +209,27 @@ class RouterSettings(FrozenModel):
     app_id: str = Field(
         "skewroute-router", description="Faust app id; each route's data plane consumes in group <app_id>.<route>"
     )
-    instance_id: str | None = Field(None, description="this worker's id (default: host-pid)")
-    web_port: int = Field(
-        6066, ge=1, le=65535, description="Faust web port (metrics at /metrics, routes at /routes, readiness at /ready)"
+    instance_id: str | None = Field(
+        None,
+        description="this worker's id (default: <hostname>-<slot>, the slot being the lowest free one on the host: "
+        "several workers per host, each keeping its id across restarts)",
+    )
+    slot_dir: Path | None = Field(
+        None,
+        description="where the workers of one host claim their slots (default: $TMPDIR/skewroute-<uid>/slots); "
+        "containers on one host that share a volume here (and a hostname) get distinct, stable slots",
+    )
+    web_host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="address the web server (/metrics, /routes, /ready) binds: loopback unless set (0.0.0.0 for "
+        "all interfaces, e.g. in a container)",
+    )
+    web_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="web server port (default: 6066 + the worker's slot on the host, or the next free port)",
     )
     batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
     batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
@@ -266,12 +284,7 @@ class RouterSettings(FrozenModel):
         if self.static_membership is True and not self.instance_id:
             raise ValueError(
                 "static_membership=true needs a stable router.instance_id (it is the group.instance.id; the default "
-                "host-pid changes on every restart)"
-            )
-        if self.delivery == "exactly_once" and not self.instance_id:
-            raise ValueError(
-                "delivery=exactly_once needs a stable router.instance_id (it names the transactional.id that fences "
-                "a zombie of the same worker; the default host-pid changes on every restart)"
+                "slot-derived id is stable on one host but not chosen by you)"
             )
         return self
 

@@ -64,8 +64,11 @@ class SparkSettings(FrozenModel):
     )
     progress_log: Path = Field(Path(".skewroute/progress.jsonl"), description="per-batch observability log")
     shuffle_partitions: int = Field(8, ge=1, le=4096, description="reducers m = spark.sql.shuffle.partitions")
-    dedupe: bool = Field(
-        False, description="drop replayed routed records on their source position (tp, p, o) within the watermark"
+    dedupe: bool | Literal["auto"] = Field(
+        "auto",
+        description="drop replayed routed records on their source position (tp, p, o) within the watermark, so a "
+        "crashed at-least-once router's replays are not counted twice (costs the pre-aggregation: records, not "
+        "partials, are shuffled); auto: on unless router.delivery is exactly_once",
     )
     isolation_level: Literal["read_committed", "read_uncommitted", "auto"] = Field(
         "read_committed",

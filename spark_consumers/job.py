@@ -27,6 +27,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from connectors.broker_traits import resolve_isolation_level
 from connectors.spark_source import SHORT_NAME, kafka_options, register_source
+from schemas.exceptions import ConfigError, SkewrouteError, exit_code
 from schemas.settings import KafkaSettings, RouteSettings, SkewrouteSettings
 from schemas.spark_settings import SparkSettings, join_uri
 from spark_consumers.aggregations import (
@@ -43,10 +44,12 @@ __all__ = [
     "JobHandle",
     "build_session",
     "build_writer",
+    "check_bounded_run",
     "executor_env_conf",
     "java_kafka_options",
     "main",
     "read_combiners",
+    "resolve_dedupe",
     "run_job",
     "session_conf",
     "start_job",
@@ -60,6 +63,8 @@ def build_session(spark: SparkSettings, app_name: str = "skewroute-spark") -> Sp
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     b = SparkSession.builder.appName(app_name)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit, whose --master wins
+        if spark.master.startswith("local"):  # all on this host: bind loopback (no "resolves to loopback" warning)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         b = b.master(spark.master)
         for k, v in executor_env_conf(spark).items():
             b = b.config(k, v)
@@ -85,7 +90,14 @@ def session_conf(spark: SparkSettings) -> dict[str, str]:
     }
     if spark.source == "kafka":
         conf["spark.jars.packages"] = spark.kafka_package or _default_kafka_package()
+    if "spark.driver.extraJavaOptions" not in spark.conf:  # Spark's INFO log, hundreds of lines per run
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+    conf["spark.sql.adaptive.enabled"] = "false"  # streaming queries disable it anyway, with a warning each
     return {**conf, **spark.conf}
+
+
+#: Spark's log configuration for the job's driver (warnings and errors).
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def executor_env_conf(spark: SparkSettings) -> dict[str, str]:
@@ -176,8 +188,35 @@ def agg_spec(cfg: SparkSettings) -> AggSpec:
     return AggSpec(cfg.window, cfg.slide, cfg.watermark, tuple(cfg.aggregations), cfg.top_k, cfg.approx_rsd)
 
 
+def resolve_dedupe(settings: SkewrouteSettings) -> bool:
+    """``spark.dedupe``, with ``auto`` resolved: on unless the routers write exactly once (transactions).
+
+    An at-least-once router that crashes re-routes what it had produced but not committed; without the dedupe
+    those copies are counted twice.
+    """
+    dedupe = settings.spark.dedupe
+    return settings.router.delivery != "exactly_once" if dedupe == "auto" else dedupe
+
+
+def check_bounded_run(settings: SkewrouteSettings, available_now: bool, sink: str | None = None) -> None:
+    """Refuse a ``--once`` run that would silently drop results: :class:`ConfigError` naming the setting.
+
+    In ``output_mode: append`` (the parquet sink) a window is written once the watermark passes its end; a run
+    that stops when the data ends leaves the windows after the last watermark open, and nothing writes them.
+    """
+    cfg = settings.spark
+    if available_now and cfg.output_mode == "append":
+        raise ConfigError(
+            [
+                f"spark.output_mode: append (sink {sink or cfg.sink}) cannot run with --once: the windows still open "
+                "when the data ends are never written; run without --once, or set spark.sink: kafka and "
+                "spark.output_mode: update"
+            ]
+        )
+
+
 def aggregate_stream(raw: DataFrame, cfg: SparkSettings) -> DataFrame:
-    """Parse, watermark, optionally dedupe, aggregate (shared by both sources)."""
+    """Parse, watermark, optionally dedupe, aggregate (shared by both sources; ``auto`` dedupes)."""
     df = with_event_watermark(parse_routed(raw, cfg.item_field), cfg.watermark)
     if cfg.dedupe:
         df = dedupe_source_position(df)
@@ -223,7 +262,8 @@ def build_writer(
     if not settings.routes:
         raise ValueError("no routes configured")
     route = settings.route(route_name) if route_name else settings.routes[0]
-    cfg = settings.spark
+    check_bounded_run(settings, available_now, sink)
+    cfg = settings.spark.model_copy(update={"dedupe": resolve_dedupe(settings)})
     sink = sink or cfg.sink
     if sink == "parquet" and cfg.output_mode != "append":  # a sink override; the settings check their own
         raise ValueError(f"sink=parquet needs output_mode=append (got output_mode={cfg.output_mode!r})")
@@ -292,6 +332,7 @@ def run_job(
     spark: SparkSession | None = None,
 ) -> list[BatchStats]:
     """Run the job until it ends (``available_now``), ``timeout`` seconds pass, or Ctrl-C; the batch stats."""
+    check_bounded_run(settings, available_now)  # before a JVM starts
     session = spark or build_session(settings.spark)
     if settings.spark.metrics_port is not None:
         from prometheus_client import start_http_server
@@ -323,8 +364,18 @@ def _args(argv: list[str] | None) -> Any:
 def main(argv: list[str] | None = None) -> None:
     """Entry point for ``spark-submit .../spark_consumers/job.py`` and ``python -m spark_consumers.job``."""
     a = _args(argv)
-    settings = SkewrouteSettings.load(a.config)
-    stats = run_job(settings, a.route, available_now=a.available_now, timeout=a.timeout)
+    from router.preflight import spark_job_preflight
+
+    try:
+        settings = SkewrouteSettings.load(a.config)
+        if not settings.routes:
+            raise ConfigError(["routes: no routes configured (settings: routes: [{raw_topic: ...}])"])
+        check_bounded_run(settings, a.available_now)
+        spark_job_preflight(settings, settings.route(a.route) if a.route else settings.routes[0], 30.0)
+        stats = run_job(settings, a.route, available_now=a.available_now, timeout=a.timeout)
+    except SkewrouteError as exc:  # one line (or one per setting), the exit code every command uses
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(exit_code(exc)) from None
     rows = sum(s.input_rows for s in stats)
     print(f"skewroute spark job: {len(stats)} micro-batches, {rows} records")
 

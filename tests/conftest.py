@@ -22,6 +22,24 @@ from schemas.settings import KafkaSettings
 _counter = itertools.count()
 
 
+def stop_spark_clients() -> None:
+    """Stop the session's Spark, if one runs, before a session broker stops.
+
+    Spark's Python workers keep pooled Kafka clients (the results sink's producers, the Python source's
+    consumers) until Spark stops; a broker stopped first leaves them reconnecting, one ``Connect to ... failed``
+    line per client and backoff, for as long as the rest of the session takes. Session fixtures are torn down
+    in reverse order of set-up, so a broker first asked for after ``spark`` would stop first.
+    """
+    import sys
+
+    if "pyspark" in sys.modules:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is not None:
+            sc.stop()
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
     """A Tansu broker for the whole session; started here, never assumed to exist."""
@@ -29,6 +47,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
     try:
         yield b
     finally:
+        stop_spark_clients()
         b.stop()
 
 
@@ -39,6 +58,7 @@ def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKaf
     try:
         yield c
     finally:
+        stop_spark_clients()
         c.stop(timeout=10)
 
 

@@ -127,6 +127,7 @@ def plan_run(
             "window": f"{opts.window_s} seconds",
             "watermark": f"{opts.watermark_s} seconds",
             "sink": "kafka",
+            "dedupe": False,  # no worker is killed here; the demo measures the combiners' pre-aggregation
             "shuffle_partitions": opts.reducers,
             "checkpoint_dir": str((folder / "checkpoints").resolve()),  # absolute: a cluster master needs it
             "progress_log": str(folder / "progress.jsonl"),

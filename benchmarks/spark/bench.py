@@ -169,6 +169,7 @@ def run_bench(
                 routes=[{"raw_topic": raw, "combiners": n}],
                 spark={
                     "source": res.source,
+                    "dedupe": False,  # measures the pre-aggregation of routed records; no router crashes here
                     "kafka_package": package,
                     "max_records_per_trigger": batch,
                     "window": "10 seconds",

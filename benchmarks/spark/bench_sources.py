@@ -47,7 +47,7 @@ def _settings(kafka: KafkaSettings, raw: str, n: int, source: str, batch: int, p
     return SkewrouteSettings.load(
         kafka=kafka,
         routes=[{"raw_topic": raw, "combiners": n}],
-        spark={"source": source, "kafka_package": package, "max_records_per_trigger": batch,
+        spark={"source": source, "dedupe": False, "kafka_package": package, "max_records_per_trigger": batch,
                "window": "10 seconds", "watermark": "30 seconds", "results_topic": results,
                "checkpoint_dir": str(run_dir / "ck"), "progress_log": str(run_dir / "progress.jsonl"),
                "shuffle_partitions": 2,

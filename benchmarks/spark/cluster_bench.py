@@ -50,7 +50,7 @@ def _run(bootstrap: str, topic: str, master: str, work: Path, n: int, per_trigge
         "kafka": {"bootstrap_servers": bootstrap},
         "routes": [{"raw_topic": topic, "combiners": n}],
         "spark": {
-            "master": master, "shuffle_partitions": 2, "max_records_per_trigger": per_trigger,
+            "master": master, "shuffle_partitions": 2, "max_records_per_trigger": per_trigger, "dedupe": False,
             "watermark": "1 hour", "checkpoint_dir": str(work / "ck"), "progress_log": str(work / "progress.jsonl"),
             "results_topic": f"{topic}.results.{work.name}",
             "conf": {"spark.ui.enabled": "false", "spark.executor.memory": "640m", "spark.cores.max": "2"},

@@ -33,6 +33,20 @@ WINDOWS_TEXT = """\
     #   arrive and still be counted: at least the delay between a record's event time and Spark reading it."""
 
 
+WORKERS_TEXT = """\
+  # Start as many workers as you like from this file, on one host or many. Each takes the lowest free slot on
+  # its host: its instance id is <hostname>-<slot> and its web server (/metrics, /ready; `skewroute status`
+  # reads them) listens on 127.0.0.1:6066+slot (the next free port if that is taken). Set router.web_host
+  # (e.g. 0.0.0.0) to serve other hosts, router.web_port to fix the port."""
+
+DELIVERY_TEXT = """\
+  # Exact after a crash: the routers run at least once (router.delivery: at_least_once, works on every broker):
+  # a worker killed mid-batch re-routes what it had produced but not yet committed. dedupe drops those copies
+  # on their source position (topic, partition, offset), so no window counts a record twice. It costs the
+  # pre-aggregation (Spark shuffles records instead of partials). On Apache Kafka you may instead set
+  # router.delivery: exactly_once (Kafka transactions; each worker's id is derived) and dedupe: false."""
+
+
 @dataclass(frozen=True)
 class Starter:
     """What the starter config says, before rendering."""
@@ -138,13 +152,15 @@ def render_starter(s: Starter) -> str:
         f"    partitioner: {_partitioner_yaml(s.partitioner)}",
         "router:",
         f"  app_id: {json.dumps('skewroute-' + s.topic)}",
-        "  web_port: 6066                 # metrics at http://HOST:6066/metrics (`skewroute status` reads them)",
+        *WORKERS_TEXT.splitlines(),
         "spark:",
         f'  trigger_interval: "{TRIGGER_MS // 1000} seconds"   # = the route\'s window.slide',
         f'  window: "{SPARK_WINDOW}"',
         f'  watermark: "{WATERMARK}"',
         f"  aggregations: {aggregations}",
         "  sink: kafka                    # final aggregates to <raw_topic>.results",
+        *DELIVERY_TEXT.splitlines(),
+        "  dedupe: true",
         "",
     ]
     return "\n".join(lines)

@@ -33,7 +33,7 @@ from router.commands.options import (
     progress,
     split_partitioners,
 )
-from schemas.exceptions import SkewrouteError
+from schemas.exceptions import SkewrouteError, exit_code
 
 if TYPE_CHECKING:
     from connectors.workload_types import Workload
@@ -124,7 +124,7 @@ def _live(
         messages = sample_topic(settings.kafka, route.raw_topic, records=records, seconds=seconds)
     except SkewrouteError as exc:
         err.print(f"error: {exc}", soft_wrap=True, markup=False, style="red")
-        raise typer.Exit(2) from None
+        raise typer.Exit(exit_code(exc)) from None  # 3: Kafka unreachable, 4: no such topic (README)
     sample = route_sample(route, messages)
     err.print(f"read {sample.records:,} records; {sample.bad:,} would be dead-lettered", markup=False)
     if sample.first_error:

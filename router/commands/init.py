@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from router.commands import CHOOSE
-from schemas.exceptions import SkewrouteError
+from schemas.exceptions import SkewrouteError, exit_code
 
 __all__ = ["init", "register"]
 
@@ -59,7 +59,7 @@ def init(
         messages = sample_topic(kafka, topic, records=records, seconds=seconds)
     except SkewrouteError as exc:
         err.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(exit_code(exc)) from None  # 2: settings, 3: Kafka unreachable, 4: no such topic
     detected = detect_fields(messages)
     err.print(f"read {detected.records:,} records, {detected.json_objects:,} JSON objects", markup=False)
     if not detected.keys:

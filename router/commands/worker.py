@@ -22,12 +22,14 @@ from rich.table import Table
 from rich.text import Text
 
 from router.commands import RUN
-from schemas.exceptions import ConfigError
+from schemas.exceptions import EXIT_BROKER, EXIT_CONFIG, EXIT_MISSING_TOPIC, ConfigError, MissingTopicError
 
 console = Console(stderr=True)
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="YAML/TOML settings file (default: $SKEWROUTE_CONFIG)")
-WebPortOpt = typer.Option(None, "--web-port", help="Faust web port (metrics at /metrics); overrides router.web_port")
+WebPortOpt = typer.Option(
+    None, "--web-port", help="web port (metrics at /metrics); overrides router.web_port (default: 6066 + slot)"
+)
 LogLevelOpt = typer.Option("info", "--loglevel", "-l", help="Faust's log level")
 UrlOpt = typer.Option(["http://127.0.0.1:6066/metrics"], "--url", "-u", help="a worker's /metrics URL (repeatable)")
 IntervalOpt = typer.Option(1.0, "--interval", "-i", min=0.1, help="seconds between refreshes")
@@ -73,14 +75,23 @@ def router(
         f"router [bold]{escape(settings.router.app_id)}[/]: {len(settings.routes)} route(s) ({escape(routes)}); "
         f"kafka {escape(str(settings.kafka.redacted()))}"
     )
-    from router.preflight import await_broker
+    from router.preflight import await_broker, ensure_faust_topics, raw_topic_fix, require_topics
 
     try:
         await_broker(settings.kafka, broker_wait)
+        require_topics(settings.kafka, {r.raw_topic: raw_topic_fix(r) for r in settings.routes})
+        ensure_faust_topics(settings)  # replicated like skewroute's own topics, not Faust's default of 1
+    except MissingTopicError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_MISSING_TOPIC) from None
     except SkewrouteError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(3) from None
-    app = create_app(settings, web_port=web_port)
+        raise typer.Exit(EXIT_BROKER) from None
+    try:
+        app = create_app(settings, web_port=web_port)
+    except ConfigError as exc:  # no free slot or port
+        console.print(f"[red]{escape(str(exc))}[/]", soft_wrap=True)
+        raise typer.Exit(EXIT_CONFIG) from None
     faust.Worker(app, loglevel=loglevel, quiet=True).execute_from_commandline()
 
 
@@ -236,6 +247,10 @@ def _sync_table(views: dict[str, _RouteView], worker: dict[str, float]) -> Table
     return t
 
 
+#: The width ``status --once`` renders at outside a terminal (tables take only the width their cells need).
+PIPED_WIDTH = 1_000
+
+
 def _age(seconds: float) -> str:
     return "-" if seconds < 0 else f"{seconds:.1f} s"
 
@@ -245,6 +260,8 @@ def status(urls: list[str] = UrlOpt, interval: float = IntervalOpt, once: bool =
     prev: dict[tuple[str, str], tuple[float, float]] = {}
     out = Console()
     if once:
+        if not out.is_terminal:  # a pipe or a file has no width: keep every cell whole, not cut to 80 columns
+            out = Console(width=PIPED_WIDTH)
         out.print(_tables(urls, prev))
         return
     with Live(_tables(urls, prev), console=out, refresh_per_second=4) as live:

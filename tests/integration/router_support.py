@@ -60,9 +60,11 @@ def run_plane(
     part = None if partitioner is None else make_partitioner(route, partitioner)
     plane = RouteDataPlane(s.kafka, s.router, route, RouterMetrics(instance), instance_id=instance, partitioner=part)
     plane.start()
-    wait_for(lambda: plane.stats.consumed >= expected or plane.error is not None, timeout)
-    plane.stop()
-    assert plane.join(30)
+    try:
+        wait_for(lambda: plane.stats.consumed >= expected or plane.error is not None, timeout)
+    finally:  # also when the wait fails: a plane left running keeps its clients after the broker stops
+        plane.stop()
+        assert plane.join(30)
     assert plane.error is None, plane.error
     return plane
 

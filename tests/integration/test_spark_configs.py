@@ -47,9 +47,9 @@ def test_shipped_config_job_starts_and_reads(spark, kafka, topic: str, tmp_path:
         [1.0] * n,
         [i % route.combiners for i in range(n)],
     )
-    handle = start_job(spark, settings, available_now=True)
+    handle = start_job(spark, settings)  # append: a running job (--once is refused, see check_bounded_run)
     try:
-        handle.query.awaitTermination(240)
+        handle.query.processAllAvailable()
     finally:
         handle.stop()
     assert handle.query.exception() is None

@@ -57,7 +57,7 @@ def test_image_python_is_the_package_python() -> None:
 def test_image_installs_the_package_with_its_own_pins_and_uses_its_spark() -> None:
     text = _dockerfile()
     installs = re.findall(r"^RUN pip install[^\n\\]*", text, re.M)
-    assert installs == ["RUN pip install --no-cache-dir . "], installs  # versions from pyproject only, no extra pins
+    assert installs == ["RUN pip install --no-cache-dir -c constraints.txt . "], installs  # the tested versions
     deps = {re.split(r"[=<>~!\[ ]", d)[0]: d for d in _pyproject()["project"]["dependencies"]}
     assert deps["pyspark"].startswith("pyspark=="), "pin PySpark: master, workers and driver must agree"
     assert "/opt/spark" in text and "pyspark.__file__" in text  # SPARK_HOME is the installed PySpark
@@ -102,3 +102,34 @@ def test_stop_grace_covers_the_router_shutdown_timeout() -> None:
     for name in ("router", "spark-job"):
         grace = services[name].get("stop_grace_period", "10s")  # compose's default is 10 s
         assert _seconds(grace) >= timeout, f"{name}: stop_grace_period {grace} < shutdown_timeout_s {timeout}"
+
+
+def _constraints() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not pinned with =="
+            pins[name.lower().replace("_", "-")] = version
+    return pins
+
+
+def test_constraints_pin_every_dependency_at_versions_spark_supports() -> None:
+    pins = _constraints()
+    lab = tomllib.loads((ROOT / "benchmarks" / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = _pyproject()["project"]
+    deps = project["dependencies"] + project["optional-dependencies"]["dev"] + lab
+    names = {re.split(r"[=<>~!\[ ;]", d)[0].lower().replace("_", "-") for d in deps}
+    names -= {"skewroute", "skewroute-lab"}
+    assert names <= set(pins), f"not pinned: {sorted(names - set(pins))}"
+    pyspark = next(d for d in project["dependencies"] if d.startswith("pyspark=="))
+    assert re.fullmatch(pyspark.split("==")[1].replace(".", r"\.").replace("*", r"\d+"), pins["pyspark"])
+    assert int(pins["pandas"].split(".")[0]) < 3, "PySpark 4.3 supports pandas 2 (it warns on every run with 3)"
+
+
+def test_every_install_path_uses_the_constraints() -> None:
+    assert "-c constraints.txt" in (DEPLOY / "setup-venv.sh").read_text()
+    assert "COPY pyproject.toml README.md constraints.txt" in _dockerfile()
+    readme = (ROOT / "README.md").read_text()
+    installs = re.findall(r"^pip install.*$", readme, re.M)
+    assert installs and all("-c constraints.txt" in line for line in installs), installs

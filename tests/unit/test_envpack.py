@@ -65,3 +65,39 @@ def test_spark_cluster_status_without_a_cluster_fails_clearly(tmp_path) -> None:
 
     res = CliRunner().invoke(app, ["spark-cluster", "status", "--state-dir", str(tmp_path)])
     assert res.exit_code == 1 and "no cluster started" in res.output
+
+
+def test_packed_environment_runs_where_it_is_unpacked_without_the_build_hosts_python(tmp_path) -> None:
+    import subprocess
+    import sys
+    import tarfile
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "skewroute_probe.py").write_text("VALUE = 42\n")
+    (site / "extra.pth").write_text("extra_dir\n")
+    (site / "extra_dir").mkdir()
+    (site / "extra_dir" / "probe_pth.py").write_text("OK = True\n")
+    archive = tmp_path / "env.tar.gz"
+    envpack.pack_portable(venv, archive)
+    with tarfile.open(archive) as tar:
+        links = [m for m in tar.getmembers() if m.issym() or m.islnk()]
+        assert not [m.name for m in links if m.linkname.startswith("/")]  # nothing points at this machine
+        names = set(tar.getnames())
+        assert "pyvenv.cfg" not in names and "bin/python" in names
+        executor = tmp_path / "executor" / "work"  # a folder the build never saw
+        tar.extractall(executor / "environment", filter="tar")
+    probe = "import ssl, json, sqlite3, skewroute_probe, probe_pth, sys; print(sys.prefix, skewroute_probe.VALUE)"
+    cmd = ["./environment/bin/python", "-c", probe]
+    base = sys.base_prefix
+    # Hide the base interpreter the venv links to, as on a host without it (a private mount namespace).
+    hidden = subprocess.run(["unshare", "-m", "sh", "-c", f'mount -t tmpfs none "{base}" && exec "$@"', "sh", *cmd],
+                            cwd=executor, capture_output=True, text=True)  # fmt: skip
+    res = hidden if hidden.returncode == 0 or "Traceback" in hidden.stderr else None
+    if res is None:  # no mount namespace here: run it beside the base interpreter, links checked above
+        res = subprocess.run(cmd, cwd=executor, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    prefix, value = res.stdout.split()
+    assert prefix == str((executor / "environment").resolve()) and value == "42"
+    assert not base.startswith(str(tmp_path))

@@ -100,9 +100,8 @@ def test_settings_that_cannot_fit_the_producer_limit_are_refused() -> None:
     assert check_sizes(roomy, router, RouteSettings(raw_topic="raw", max_record_bytes=1_000_000)) == 2_000_000
 
 
-def test_exactly_once_needs_a_stable_instance_id() -> None:
-    with pytest.raises(ValueError, match="stable router.instance_id"):
-        RouterSettings(delivery="exactly_once")
+def test_exactly_once_derives_its_stable_instance_id_unless_one_is_given() -> None:
+    assert RouterSettings(delivery="exactly_once").instance_id is None  # <hostname>-<slot> (router.identity)
     assert RouterSettings(delivery="exactly_once", instance_id="w1").instance_id == "w1"
 
 

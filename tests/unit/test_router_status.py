@@ -96,3 +96,19 @@ def test_table_renders_and_hides_credentials(metrics_url: str) -> None:
     assert "unreachable" in text and "hunter2" not in text
     assert "hunter2" not in text and "admin" not in text
     assert redact_url("http://u:p@h:1/metrics") == "http://***@h:1/metrics"
+
+
+def test_status_once_piped_keeps_every_cell_whole(metrics_url: str) -> None:
+    """Outside a terminal (a pipe, a file, CI) ``status --once`` is not cut to 80 columns."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    skewroute = str(Path(sys.executable).with_name("skewroute"))
+    res = subprocess.run([skewroute, "status", "--once", "--url", metrics_url], capture_output=True, text=True,
+                         timeout=60, env={"PATH": "/usr/bin:/bin", "TERM": "dumb"})  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "…" not in res.stdout, res.stdout
+    row = next(line for line in res.stdout.splitlines() if "clicks (dalton)" in line)
+    assert "4,321" in row and "1,000" in row  # the route's whole row on one line
+    assert metrics_url in res.stdout
