@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
 from schemas.model import FrozenModel
 
-__all__ = ["Aggregation", "SparkSettings", "join_uri"]
+__all__ = ["AGGREGATION_PROFILES", "Aggregation", "AggregationProfile", "SparkSettings", "join_uri"]
 
-Aggregation = Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k"]
+Aggregation = Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k", "percentiles", "score"]
+AggregationProfile = Literal["light", "heavy"]
 _DEFAULT_AGGREGATIONS: tuple[Aggregation, ...] = ("count", "sum", "min", "max", "mean")
+#: The aggregates of each ``spark.profile``. light: about 1-2 us of partial aggregation per record; heavy: adds
+#: high-accuracy percentiles and the per-record ``score`` computation (``score_rounds`` sets its cost), so the
+#: partial aggregation in the scan task is real work per record.
+AGGREGATION_PROFILES: dict[str, tuple[Aggregation, ...]] = {
+    "light": ("count", "sum", "min", "max", "mean", "approx_distinct"),
+    "heavy": ("count", "sum", "min", "max", "mean", "approx_distinct", "percentiles", "score"),
+}
 
 #: Reader options skewroute sets from other settings (lower-cased name -> the setting to use instead).
 _OWNED_READER_OPTIONS = {
@@ -44,8 +52,23 @@ class SparkSettings(FrozenModel):
     watermark: str = Field("10 seconds", description="event-time watermark delay")
     window: str = Field("10 seconds", description="aggregation window length")
     slide: str | None = Field(None, description="aggregation slide (None = tumbling)")
-    aggregations: list[Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k"]] = Field(
-        default_factory=lambda: list(_DEFAULT_AGGREGATIONS), description="aggregates per key and window"
+    aggregations: list[Aggregation] = Field(
+        default_factory=lambda: list(_DEFAULT_AGGREGATIONS),
+        description="aggregates per key and window (or set spark.profile instead)",
+    )
+    profile: AggregationProfile | None = Field(
+        None,
+        description="a named set of aggregates, used instead of spark.aggregations: light = count, sum, min, max, "
+        "mean, approx_distinct; heavy = light + percentiles + score",
+    )
+    percentiles: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=lambda: [0.5, 0.99], min_length=1, description="fractions of the percentiles aggregate"
+    )
+    percentile_accuracy: int = Field(
+        10_000, ge=1, le=1_000_000, description="percentile_approx accuracy: rank error <= values / accuracy"
+    )
+    score_rounds: int = Field(
+        1_000, ge=1, le=1_000_000, description="cost of the per-record score computation (multiply-adds per record)"
     )
     output_mode: Literal["update", "append"] = Field("update", description="Structured Streaming output mode")
     sink: Literal["kafka", "parquet", "console"] = Field("kafka", description="where final aggregates go")
@@ -103,6 +126,22 @@ class SparkSettings(FrozenModel):
         "that source's client (librdkafka names for source=python, Java names for source=kafka, e.g. "
         "kafka.fetch.max.wait.ms) or a reader option; the options skewroute sets from other settings are refused",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_aggregates(cls, data: Any) -> Any:
+        """``profile`` fills in ``aggregations``; setting both is refused (which one would win is a guess)."""
+        if not isinstance(data, dict) or data.get("profile") is None:
+            return data
+        profile = data["profile"]
+        if data.get("aggregations") is not None:
+            raise ValueError(
+                f"profile={profile!r} and aggregations={data['aggregations']!r} are both set: the profile names the "
+                "aggregates, so set one of them"
+            )
+        if profile not in AGGREGATION_PROFILES:
+            return data  # the field's own check names the value and the valid profiles
+        return {**data, "aggregations": list(AGGREGATION_PROFILES[profile])}
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -18,6 +18,23 @@ analysis and for tests that check the two-stage result equals the direct one).
 Semantics of a result row: the *full* aggregate of all records of that (window, key) accepted so far, never a
 delta; with output mode ``update`` a later row for the same (window, key) supersedes the earlier one.
 
+Aggregates and where their work runs (the named sets are ``spark.profile``: light, heavy):
+
+- ``count``, ``sum``, ``min``, ``max``, ``mean``: exact, about 1 us per record in the scan task;
+- ``approx_distinct``: HyperLogLog++ of ``item`` with relative standard deviation ``approx_rsd``;
+- ``percentiles``: ``percentile_approx(measure, percentiles, percentile_accuracy)``, one array column. Its
+  documented approximation: the value returned for fraction ``p`` of ``n`` values has a rank within
+  ``n / percentile_accuracy`` of ``p * n`` (Greenwald-Khanna summaries, merged at the reducers);
+- ``score``: the sum over the records of :func:`score_column`, a per-record scalar computation whose cost is
+  set by ``score_rounds`` (a stand-in for parsing, feature extraction or a scalar UDF): exact, the same as
+  :func:`score_reference`.
+- ``top_k``: ``approx_top_k(item, top_k)``.
+
+All of these are partially aggregated in the scan task (the combiner stage), which is what routing balances.
+Aggregations Spark does *not* pre-aggregate -- grouped-aggregate pandas UDFs, exact ``percentile`` -- shuffle
+every raw row to the reducer of its key, so their skew sits on the reducers, where no layout of the input
+helps.
+
 Late records: Spark drops a record's contribution to window ``w`` when ``w.end <= watermark`` of the
 micro-batch that reads it (watermark = max event time of earlier micro-batches - delay). Each window of a
 sliding record is judged separately.
@@ -40,11 +57,15 @@ __all__ = [
     "merge_partials",
     "parse_routed",
     "partial_aggregates",
+    "score_column",
+    "score_reference",
     "with_event_watermark",
     "window_column",
 ]
 
-AGGREGATIONS = ("count", "sum", "min", "max", "mean", "approx_distinct", "top_k")
+AGGREGATIONS = ("count", "sum", "min", "max", "mean", "approx_distinct", "top_k", "percentiles", "score")
+#: Multiplier, increment and mask of :func:`score_column`'s rounds (a 31-bit linear congruential step).
+_LCG_A, _LCG_C, _MASK31 = 1103515245, 12345, 0x7FFFFFFF
 
 
 @dataclass(frozen=True)
@@ -57,11 +78,21 @@ class AggSpec:
     aggregations: Sequence[str] = field(default_factory=lambda: ("count", "sum", "min", "max", "mean"))
     top_k: int = 5
     approx_rsd: float = 0.05
+    percentiles: Sequence[float] = (0.5, 0.99)
+    percentile_accuracy: int = 10_000
+    score_rounds: int = 1_000
 
     def __post_init__(self) -> None:
         bad = [a for a in self.aggregations if a not in AGGREGATIONS]
         if bad:
             raise ValueError(f"unknown aggregation(s) {bad}; valid: {', '.join(AGGREGATIONS)}")
+        if not self.percentiles or not all(0 < q < 1 for q in self.percentiles):
+            raise ValueError(f"percentiles must be fractions in (0, 1), got {list(self.percentiles)}")
+        if self.percentile_accuracy < 1 or self.score_rounds < 1:
+            raise ValueError(
+                f"percentile_accuracy and score_rounds must be >= 1, got percentile_accuracy="
+                f"{self.percentile_accuracy}, score_rounds={self.score_rounds}"
+            )
 
 
 def _value_schema(with_raw: bool) -> StructType:
@@ -147,6 +178,31 @@ def window_column(spec: AggSpec, col: str = "event_time") -> Column:
     return F.window(col, spec.window, spec.slide)
 
 
+def score_column(rounds: int, col: str = "measure") -> Column:
+    """Per record: ``rounds`` steps of ``acc = (acc * 1103515245 + 12345 + i) & (2**31 - 1)``, ``i = 1..rounds``.
+
+    ``acc`` starts at ``int(measure) & (2**31 - 1)`` (the measure truncated toward zero); null when the measure is
+    null or not finite. Costs ``rounds`` multiply-adds per record inside the scan task; every intermediate value
+    stays below 2**62, so ANSI mode never overflows.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    return F.expr(
+        f"aggregate(sequence(1, {int(rounds)}), try_cast({col} AS BIGINT) & {_MASK31}, "
+        f"(acc, i) -> (acc * {_LCG_A} + {_LCG_C} + i) & {_MASK31})"
+    )
+
+
+def score_reference(measure: float | None, rounds: int) -> int | None:
+    """:func:`score_column` of one measure, in plain Python (what tests and checks compare against)."""
+    if measure is None or measure != measure or measure in (float("inf"), float("-inf")):
+        return None
+    acc = int(measure) & _MASK31
+    for i in range(1, rounds + 1):
+        acc = (acc * _LCG_A + _LCG_C + i) & _MASK31
+    return acc
+
+
 def _agg_columns(spec: AggSpec) -> list[Column]:
     out: list[Column] = []
     for a in spec.aggregations:
@@ -164,6 +220,11 @@ def _agg_columns(spec: AggSpec) -> list[Column]:
             out.append(F.approx_count_distinct("item", spec.approx_rsd).alias("approx_distinct"))
         elif a == "top_k":
             out.append(F.expr(f"approx_top_k(item, {int(spec.top_k)})").alias("top_k"))
+        elif a == "percentiles":
+            qs = F.array(*[F.lit(float(q)) for q in spec.percentiles])
+            out.append(F.percentile_approx("measure", qs, int(spec.percentile_accuracy)).alias("percentiles"))
+        elif a == "score":
+            out.append(F.sum(score_column(spec.score_rounds)).alias("score"))
     return out
 
 
@@ -187,7 +248,8 @@ def partial_aggregates(df: DataFrame, spec: AggSpec) -> DataFrame:
     """The combiner stage made explicit: one partial per (combiner, window, key) (batch DataFrames).
 
     Columns: ``combiner``, ``window_start``, ``window_end``, ``key``, ``n``, ``s``, ``lo``, ``hi``, ``hll``
-    (an HLL sketch of ``item``, mergeable). ``count(*)`` of the result = partials shuffled to reducers.
+    (an HLL sketch of ``item``, mergeable), and ``sc`` (the sum of :func:`score_column`) when ``score`` is
+    asked for. ``count(*)`` of the result = partials shuffled to reducers.
     """
     grouped = df.groupBy("combiner", window_column(spec).alias("window"), F.col("key"))
     return _flatten_window(
@@ -198,6 +260,7 @@ def partial_aggregates(df: DataFrame, spec: AggSpec) -> DataFrame:
             F.min("measure").alias("lo"),
             F.max("measure").alias("hi"),
             F.hll_sketch_agg("item").alias("hll"),  # nulls ignored, as approx_count_distinct does,
+            *([F.sum(score_column(spec.score_rounds)).alias("sc")] if "score" in spec.aggregations else []),
         )
     )
 
@@ -205,7 +268,8 @@ def partial_aggregates(df: DataFrame, spec: AggSpec) -> DataFrame:
 def merge_partials(partials: DataFrame, spec: AggSpec) -> DataFrame:
     """The reducer stage: merge partials per (window, key) into the same columns as :func:`final_aggregates`.
 
-    ``top_k`` is not mergeable from these partials and is left out; ``approx_distinct`` comes from the union of
+    ``top_k`` and ``percentiles`` are not mergeable from these partials and are left out (Spark merges their
+    internal buffers itself in :func:`final_aggregates`); ``approx_distinct`` comes from the union of
     HLL sketches (its estimate differs slightly from ``approx_count_distinct``'s).
     """
     aggs: dict[str, Column] = {
@@ -215,6 +279,7 @@ def merge_partials(partials: DataFrame, spec: AggSpec) -> DataFrame:
         "max": F.max("hi").alias("max"),
         "mean": (F.sum("s") / F.sum("nx")).alias("mean"),
         "approx_distinct": F.hll_sketch_estimate(F.hll_union_agg("hll")).alias("approx_distinct"),
+        "score": F.sum("sc").alias("score"),
     }
     cols = [aggs[a] for a in spec.aggregations if a in aggs]
     return partials.groupBy("window_start", "window_end", "key").agg(*cols)

@@ -185,7 +185,8 @@ def read_combiners(spark: SparkSession, kafka: KafkaSettings, route: RouteSettin
 
 def agg_spec(cfg: SparkSettings) -> AggSpec:
     """The aggregation of ``cfg``."""
-    return AggSpec(cfg.window, cfg.slide, cfg.watermark, tuple(cfg.aggregations), cfg.top_k, cfg.approx_rsd)
+    return AggSpec(cfg.window, cfg.slide, cfg.watermark, tuple(cfg.aggregations), cfg.top_k, cfg.approx_rsd,
+                   tuple(cfg.percentiles), cfg.percentile_accuracy, cfg.score_rounds)  # fmt: skip
 
 
 def resolve_dedupe(settings: SkewrouteSettings) -> bool:

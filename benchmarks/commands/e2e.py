@@ -45,7 +45,20 @@ def e2e_bench(
     routers: int = typer.Option(2, "--routers", min=1, max=8, help="router worker processes"),
     rate: float = typer.Option(0.0, "--rate", min=0, help="latency phase rate (default: 0.9 x direct's drain)"),
     rate_seconds: float = typer.Option(20.0, "--rate-seconds", min=1, help="latency phase length"),
-    heavy: bool = typer.Option(True, "--heavy/--light", help="add approx_distinct to count/sum/min/max/mean"),
+    profile: str = typer.Option(
+        "light",
+        "--profile",
+        help="aggregates: light (count/sum/min/max/mean/approx_distinct) or heavy (light + percentile_approx + the "
+        "per-record score computation)",
+    ),
+    score_rounds: int = typer.Option(1_000, "--score-rounds", min=1, help="heavy: cost of the per-record score"),
+    percentile_accuracy: int = typer.Option(10_000, "--percentile-accuracy", min=1, help="heavy: percentile accuracy"),
+    latency_combiners: str = typer.Option(
+        "", "--latency-combiners", help="the n that get a rate (latency) phase, comma-separated (default: every n)"
+    ),
+    model_check: bool = typer.Option(
+        True, "--model-check/--no-model-check", help="drain again on local[1] and check the many-core model with it"
+    ),
     bootstrap: str | None = typer.Option(None, "--bootstrap", help="use this Kafka instead of an embedded broker"),
     broker: str = typer.Option(
         "tansu",
@@ -68,11 +81,14 @@ def e2e_bench(
     from benchmarks.e2e.plan import DIRECT, JVM, ROUTED, E2EOptions
     from benchmarks.e2e.report import write_report
     from benchmarks.e2e.run import run_e2e
+    from schemas.spark_settings import AGGREGATION_PROFILES
 
     chosen = tuple(c.strip() for c in configs.split(",") if c.strip()) or DIRECT + ROUTED
     bad = [c for c in chosen if c not in DIRECT + ROUTED + JVM]
     if bad:
         raise typer.BadParameter(f"--configs: unknown {bad}; valid: {', '.join(DIRECT + ROUTED)} (each also with -jvm)")
+    if profile not in AGGREGATION_PROFILES:
+        raise typer.BadParameter(f"{' or '.join(AGGREGATION_PROFILES)}, got {profile!r}", param_hint="--profile")
     if broker not in ("tansu", "kafka"):
         raise typer.BadParameter(f"tansu or kafka, got {broker!r}", param_hint="--broker")
     jvm = [c for c in chosen if c in JVM]
@@ -86,7 +102,9 @@ def e2e_bench(
     opts = E2EOptions(
         workload=workload, records=2_000 if quick else records, batch=1_000 if quick else batch,
         combiners=(4,) if quick else _ints(combiners, "--combiners"), configs=chosen, routers=1 if quick else routers,
-        rate=(1_000.0 if quick else rate) or None, rate_seconds=2.0 if quick else rate_seconds, heavy=heavy,
+        rate=(1_000.0 if quick else rate) or None, rate_seconds=2.0 if quick else rate_seconds, profile=profile,
+        score_rounds=score_rounds, percentile_accuracy=percentile_accuracy, model_check=model_check,
+        rate_combiners=_ints(latency_combiners, "--latency-combiners") if latency_combiners.strip() else None,
         bootstrap=bootstrap, kafka_package=kafka_package, out=folder.resolve(), seed=seed,
         warm_passes=1 if quick else 4, warmup=1_000 if quick else (records if warmup is None else warmup),
         timeout_s=180.0 if quick else 600.0, trigger_s=0.5 if quick else 1.0,

@@ -24,6 +24,11 @@ connector package only when one of them is asked for. The JVM source decodes the
 The raw records are ``{"k": key, "t": event ms, "x": measure}`` -- the field names of the routed wire
 format -- so the direct job decodes them with the same Arrow JSON decoder (``decode=routed``) as the routed
 job: the comparison does not charge the direct job for a slower parser.
+
+The aggregates are a ``spark.profile`` (``--profile``): ``light`` (count, sum, min, max, mean, approx_distinct:
+about 1-2 us per record of partial aggregation) or ``heavy`` (light + ``percentile_approx`` at accuracy
+``percentile_accuracy`` + the per-record ``score`` computation of ``score_rounds`` multiply-adds), where the
+scan task -- the task routing balances -- does real work per record.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any
 import yaml
 
 from schemas.settings import SkewrouteSettings
+from schemas.spark_settings import AGGREGATION_PROFILES
 
 __all__ = ["DIRECT", "JVM", "JVM_SUFFIX", "ROUTED", "E2EOptions", "RunSpec", "base_config", "config_doc",
            "session_config"]  # fmt: skip
@@ -73,7 +79,12 @@ class E2EOptions:
     trigger_s: float = 1.0
     window_s: int = 10
     watermark_s: int = 120  # generous: no record is late, so every configuration must be exact
-    heavy: bool = True  # add approx_distinct to count/sum/min/max/mean
+    profile: str = "light"  # spark.profile: light or heavy
+    score_rounds: int = 1_000  # heavy: multiply-adds per record of the score computation
+    percentile_accuracy: int = 10_000  # heavy: percentile_approx accuracy
+    slots: int = 2  # Spark task slots: local[slots]
+    rate_combiners: tuple[int, ...] | None = None  # the n that get a rate phase (None: every n)
+    model_check: bool = True  # drain direct, direct-split and Dalton again on local[1] to check the model
     split_factor: int = 4  # direct-split: minPartitions = split_factor * raw partitions
     seed: int = 1
     bootstrap: str | None = None
@@ -87,8 +98,12 @@ class E2EOptions:
 
     @property
     def aggregations(self) -> list[str]:
-        """The job's aggregates."""
-        return ["count", "sum", "min", "max", "mean"] + (["approx_distinct"] if self.heavy else [])
+        """The job's aggregates (those of :attr:`profile`)."""
+        return list(AGGREGATION_PROFILES[self.profile])
+
+    def rate_phase(self, n: int) -> bool:
+        """Whether ``n`` gets a rate (latency) phase."""
+        return self.rate_combiners is None or n in self.rate_combiners
 
 
 @dataclass(frozen=True)
@@ -174,14 +189,16 @@ def config_doc(spec: RunSpec) -> dict[str, Any]:
             "log_level": "WARNING",
         },
         "spark": {
-            "master": "local[2]",
+            "master": f"local[{o.slots}]",
             "source": "kafka" if spec.jvm else "python",
             "kafka_package": o.kafka_package,
             "trigger_interval": f"{o.trigger_s:g} seconds",
             "max_records_per_trigger": o.batch,
             "window": f"{o.window_s} seconds",
             "watermark": f"{o.watermark_s} seconds",
-            "aggregations": o.aggregations,
+            "profile": o.profile,
+            "score_rounds": o.score_rounds,
+            "percentile_accuracy": o.percentile_accuracy,
             "sink": "kafka",
             "results_topic": spec.results_topic,
             "shuffle_partitions": o.reducers,

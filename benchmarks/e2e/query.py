@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks.e2e.measures import list_schedule
+from benchmarks.e2e.model import SLOTS, breakdown, modelled_drain
 from benchmarks.e2e.plan import base_config
 from schemas.settings import SkewrouteSettings
 from schemas.spark_settings import join_uri
@@ -24,10 +25,10 @@ from spark_consumers.job import JobHandle, agg_spec, query_name, read_combiners,
 from spark_consumers.observability import BatchStats
 from spark_consumers.sinks import attach_sink
 
-__all__ = ["CORES", "batch_summary", "shuffle_written", "start_query"]
+__all__ = ["CORES", "batch_stages", "batch_summary", "shuffle_written", "start_query"]
 
 #: Task slots the combiner-stage makespan is replayed on (list scheduling of the measured task times).
-CORES = (2, 8, 32)
+CORES = SLOTS
 
 
 def _read(spark: SparkSession, settings: SkewrouteSettings, split: int | None) -> DataFrame:
@@ -75,13 +76,58 @@ def shuffle_written(spark: SparkSession, run_id: str) -> int:
     return total
 
 
-def batch_summary(batches: list[BatchStats]) -> dict[str, Any]:
+def _is_combiner(tasks: list[dict[str, int]]) -> bool:
+    return all(t["shuffle_read"] == 0 for t in tasks) and any(t["shuffle_written"] for t in tasks)
+
+
+def batch_stages(spark: SparkSession, run_id: str, combiner_ms: list[list[int]]) -> list[list[list[int]] | None]:
+    """Per data micro-batch: the task run times (ms) of every stage of its job, in stage order.
+
+    A micro-batch of the job runs one Spark job (the sink's single action) whose first stage is the combiner
+    stage the listener measured; jobs are matched to batches in order by that stage's task times (as a
+    multiset: the listener lists them per combiner). A batch without a matching job gets None (the status
+    store keeps the last ``spark.ui.retainedJobs`` jobs only).
+    """
+    from spark_consumers.observability import _stage_tasks
+
+    tracker = spark.sparkContext.statusTracker()
+    jobs: list[tuple[list[int], list[list[int]]]] = []
+    for j in sorted(tracker.getJobIdsForGroup(run_id)):
+        info = tracker.getJobInfo(j)
+        if info is None:
+            continue
+        combiner: list[int] | None = None
+        stages: list[list[int]] = []
+        for sid in sorted(int(s) for s in info.stageIds):
+            tasks = sorted(_stage_tasks(spark, sid), key=lambda t: t["index"])
+            if not tasks:
+                continue  # skipped: its shuffle output was reused
+            if combiner is None and _is_combiner(tasks):
+                combiner = [t["run_ms"] for t in tasks]
+            stages.append([t["run_ms"] for t in tasks])
+        if combiner is not None:
+            jobs.append((sorted(combiner), stages))
+    out: list[list[list[int]] | None] = []
+    pending = iter(jobs)
+    for ms in combiner_ms:
+        match = next((stages for comb, stages in pending if comb == sorted(ms)), None) if ms else None
+        out.append(match)
+    return out
+
+
+def batch_summary(batches: list[BatchStats], stages: list[list[list[int]] | None] | None = None, slots: int = 2,
+                  modelled: tuple[int, ...] = CORES) -> dict[str, Any]:  # fmt: skip
     """Drain rate and combiner-stage figures over the micro-batches that read records.
 
     ``steady``: every data batch but the first (which pays for the query's start); makespans are the sums over
-    the steady batches of the list-scheduled combiner stage on each of :data:`CORES` slots.
+    the steady batches of the list-scheduled combiner stage on each of :data:`CORES` slots. ``stages``: per data
+    batch, every stage's task times (:func:`batch_stages`); with them, ``model`` holds the drain modelled on each
+    of ``modelled`` slots from this run on ``slots`` slots (:mod:`benchmarks.e2e.model`).
     """
     data = [b for b in batches if b.input_rows > 0]
+    stage_ms = stages if stages is not None and len(stages) == len(data) else [None] * len(data)
+    model_in = [{"records": b.input_rows, "batch_ms": b.batch_ms, "stage_task_ms": st}
+                for b, st in zip(data, stage_ms, strict=True)]  # fmt: skip
     steady = data[1:] if len(data) > 1 else data
     ms = sum(b.batch_ms for b in steady)
     all_ms = sum(b.batch_ms for b in data)
@@ -101,6 +147,13 @@ def batch_summary(batches: list[BatchStats]) -> dict[str, Any]:
         "makespan_ms": {
             f"C{c}": sum(list_schedule(b.combiner_task_ms, c) for b in steady if b.combiner_task_ms) for c in CORES
         },
+        "batch_makespan_ms": {
+            f"C{c}": [list_schedule(b.combiner_task_ms, c) if b.combiner_task_ms else None for b in data] for c in CORES
+        },
+        "stage_task_ms": stage_ms,
+        "slots": slots,
+        "model": {f"C{c}": modelled_drain(model_in, slots, c) for c in modelled},
+        "breakdown": breakdown(model_in, slots),
         "task_ms": [b.combiner_task_ms for b in data],
         "task_records": [b.combiner_records for b in data],
         "per_batch": [asdict(b) for b in data],

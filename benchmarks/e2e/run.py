@@ -45,10 +45,12 @@ from benchmarks.demo import checks
 from benchmarks.demo.pipeline import stop_query
 from benchmarks.demo.processes import Processes
 from benchmarks.demo.source import T0_MS, DemoInput, build_input
+from benchmarks.e2e.exact import heavy_exactness
 from benchmarks.e2e.feed import KeyedProducer, Routers
 from benchmarks.e2e.measures import drift, percentiles, record_latencies, settled, tree_cpu_seconds
+from benchmarks.e2e.model import batch_ms_on, model_error
 from benchmarks.e2e.plan import E2EOptions, RunSpec, session_config
-from benchmarks.e2e.query import batch_summary, shuffle_written, start_query
+from benchmarks.e2e.query import CORES, batch_stages, batch_summary, shuffle_written, start_query
 from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
@@ -209,8 +211,11 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
         doc["spark_cpu_s"] = tree_cpu_seconds(_spark_pid(spark)) - cpu0
         if handle.query.exception() is not None:
             raise SkewrouteError(f"{spec.tag}: the query failed: {handle.query.exception()}")
-        doc["spark"] = batch_summary(handle.stats)
-        doc["spark"]["shuffled_all_stages"] = shuffle_written(spark, str(handle.query.runId))
+        run_id = str(handle.query.runId)
+        data_batches = [b for b in handle.stats if b.input_rows > 0]
+        stages = batch_stages(spark, run_id, [b.combiner_task_ms for b in data_batches])
+        doc["spark"] = batch_summary(handle.stats, stages, o.slots, tuple(sorted({*CORES, spec.n})))
+        doc["spark"]["shuffled_all_stages"] = shuffle_written(spark, run_id)
         if routers is not None:
             doc.setdefault("router_cpu_s", routers.cpu_seconds() - routers.cpu0)
             doc["routed"] = routers.routed()
@@ -224,9 +229,20 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
     doc["router_cpu_s_per_million"] = router_cpu / len(data) * 1e6 if spec.routed else None
     doc["spark_cpu_us_per_record"] = doc["spark_cpu_s"] / len(data) * 1e6
     doc["total_cpu_us_per_record"] = (doc["spark_cpu_s"] + router_cpu) / len(data) * 1e6
+    doc["spark_cpu"] = {"seconds": doc["spark_cpu_s"], "us_per_record": doc["spark_cpu_us_per_record"],
+                        "while": "draining" if backlog else "the rate phase"}  # fmt: skip
+    doc["router_cpu"] = {"seconds": router_cpu if spec.routed else None,
+                         "us_per_record": router_cpu / len(data) * 1e6 if spec.routed else None,
+                         "while": ("routing the backlog, before the drain" if backlog else "the rate phase")
+                         if spec.routed else None}  # fmt: skip
     last, every = _results(spec)
     exact = checks.exactness(data, last, o.window_s * 1000)
-    doc["exactness"] = {**exact.as_dict(), "wrong": exact.mismatching + exact.missing + exact.extra}
+    heavy = heavy_exactness(data, last, o.window_s * 1000, o.aggregations, o.score_rounds,
+                            settings.spark.percentiles, o.percentile_accuracy)  # fmt: skip
+    wrong = exact.mismatching + exact.missing + exact.extra + heavy["wrong"]
+    doc["exactness"] = {**exact.as_dict(), "wrong": wrong, "heavy": heavy}
+    doc["exactness"]["exact"] = exact.exact and heavy["wrong"] == 0
+    doc["exactness"]["examples"] = exact.examples + heavy["examples"]
     if spec.phase == "rate":
         lat = _latency(data, producer.sent_s, every, o.window_s * 1000)
         ok = lat[np.isfinite(lat)]
@@ -292,6 +308,68 @@ def _recheck(spark: Any, opts: E2EOptions, n: int, prefix: str, bootstrap: str, 
     return out | ({"error": run["error"]} if "error" in run else {"exact": run["exactness"]["exact"]})
 
 
+#: The configurations drained again on one slot to check the model (those of the run among them).
+MODEL_CONFIGS = ("direct", "direct-split", "dalton")
+
+
+def _model_check(opts: E2EOptions, prefix: str, bootstrap: str, data: DemoInput, procs: Processes,
+                 runs: list[dict[str, Any]]) -> tuple[dict[str, Any], Any]:  # fmt: skip
+    """Drain again on ``local[1]`` and predict the ``local[{slots}]`` micro-batches measured before from its tasks.
+
+    At the smallest ``n`` of the run, for each of :data:`MODEL_CONFIGS` the run has: the same backlog (the same
+    micro-batches: ``availableNow`` with the same ``batch`` cap) drained by a new ``local[1]`` session after one
+    unreported warm-up pass; each steady batch's time on ``slots`` slots is predicted with
+    :func:`~benchmarks.e2e.model.batch_ms_on` and compared with the batch measured on ``slots`` slots. Routed
+    configurations route again, so their combiner layout can differ a little from the measured run's. Returns
+    the check's document and the session (the caller stops it).
+    """
+    from spark_consumers.job import build_session
+
+    one = replace(opts, slots=1, out=opts.out / "model-check")
+    n = min(opts.combiners)
+    configs = [c for c in MODEL_CONFIGS if c in opts.configs]
+    spec0 = RunSpec("direct", n, "backlog", f"{prefix}-m1", one.out / "session", bootstrap, one)
+    spark = build_session(spec0.settings().spark, "skewroute-e2e-bench-model")
+    spark.sparkContext.setLogLevel("ERROR")
+    doc: dict[str, Any] = {"n": n, "measured_slots": opts.slots, "master": spark.sparkContext.master, "configs": []}
+    doc["warm_up"] = _warm_up(spark, replace(one, warm_passes=1, combiners=(n,)), f"{prefix}-m1", one.out,
+                              bootstrap, procs)  # fmt: skip
+    for config in configs:
+        spec = RunSpec(config, n, "backlog", f"{prefix}-m1", one.out / config, bootstrap, one)
+        run = _measured(spark, spec, data, procs, 0.0)
+        ref = next((r for r in runs if (r["config"], r["n"], r["phase"]) == (config, n, "backlog")
+                    and "error" not in r), None)  # fmt: skip
+        doc["configs"].append(_predicted(config, run, ref, opts.slots))
+    return doc, spark
+
+
+def _predicted(config: str, one: dict[str, Any], measured: dict[str, Any] | None, slots: int) -> dict[str, Any]:
+    """The ``local[1]`` run's batches replayed on ``slots`` slots against the batches measured on ``slots``."""
+    out: dict[str, Any] = {"config": config}
+    if "error" in one or measured is None:
+        return out | {"error": {"total": None}, "failed": one.get("error", "no measured run to compare with")}
+    batches = one["spark"]["per_batch"]
+    stages = one["spark"]["stage_task_ms"]
+    pred = [batch_ms_on(b["batch_ms"], st, 1, slots) if st else None for b, st in zip(batches, stages, strict=True)]
+    meas = measured["spark"]["batch_ms"]
+    if any(p is None for p in pred[1:]) or len(pred) != len(meas):
+        return out | {"error": {"total": None},
+                      "failed": f"batches {len(pred)} vs {len(meas)} or stages unknown"}  # fmt: skip
+    steady_p = [float(p) for p in pred[1:] if p is not None]
+    steady_m = [float(m) for m in meas[1:]]
+    records = sum(b["input_rows"] for b in batches[1:])
+    return out | {
+        "one_slot_ms": [b["batch_ms"] for b in batches[1:]],
+        "predicted_ms": steady_p,
+        "measured_ms": steady_m,
+        "one_slot_rate": one["spark"]["steady_rate"],
+        "predicted_rate": records / (sum(steady_p) / 1000) if sum(steady_p) else None,
+        "measured_rate": measured["spark"]["steady_rate"],
+        "error": model_error(steady_p, steady_m),
+        "exact": one["exactness"]["exact"],
+    }
+
+
 def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, Any]:
     """Every configuration, phase and ``n`` of ``opts``; the ``result.json`` document."""
     from spark_consumers.job import build_session
@@ -300,11 +378,12 @@ def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, A
     backlog = build_input(opts.workload, opts.records, 0, opts.seed)
     first = RunSpec(session_config(opts.configs), opts.combiners[0], "backlog", prefix, opts.out / "session",
                     bootstrap, opts)  # fmt: skip
-    spark = build_session(first.settings().spark, "skewroute-e2e-bench")
+    spark: Any = build_session(first.settings().spark, "skewroute-e2e-bench")
     spark.sparkContext.setLogLevel("ERROR")
     runs: list[dict[str, Any]] = []
     rechecks: list[dict[str, Any]] = []
     warm: dict[str, Any] = {}
+    check: dict[str, Any] = {}
     load0 = os.getloadavg()
     started = time.monotonic()
     interrupted = False
@@ -323,6 +402,8 @@ def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, A
                         on_run(doc)
                 if opts.recheck and "direct" in opts.configs:
                     rechecks.append(_recheck(spark, opts, n, prefix, bootstrap, backlog, procs, rates.get("direct")))
+                if not opts.rate_phase(n):
+                    continue
                 rate = opts.rate or opts.rate_fraction * rates.get("direct", max(rates.values(), default=1_000.0))
                 rate = max(100.0, rate)
                 data = build_input(opts.workload, int(rate * opts.rate_seconds), rate, opts.seed + 1)
@@ -332,10 +413,16 @@ def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, A
                     runs.append(doc)
                     if on_run is not None:
                         on_run(doc)
+            if opts.model_check:
+                spark.stop()
+                spark = None
+                check, spark = _model_check(opts, prefix, bootstrap, backlog, procs, runs)
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM: report what was measured so far
         interrupted = True
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
+    worst = [abs(c["error"]["total"]) for c in check.get("configs", []) if c.get("error", {}).get("total") is not None]
     return {
         "interrupted": interrupted,
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in replace(opts).__dict__.items()},
@@ -346,4 +433,6 @@ def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, A
         "warm_up": warm,
         "rechecks": rechecks,
         "runs": runs,
+        "model_check": check,
+        "model_error": max(worst) if worst else None,
     }

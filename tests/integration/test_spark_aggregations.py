@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from schemas.records import encode_routed
+from schemas.spark_settings import AGGREGATION_PROFILES
 from spark_consumers.aggregations import (
     AggSpec,
     dedupe_source_position,
@@ -15,6 +16,8 @@ from spark_consumers.aggregations import (
     merge_partials,
     parse_routed,
     partial_aggregates,
+    score_column,
+    score_reference,
 )
 from tests.integration.spark_support import T0, Rec, assert_same, reference, rows_to_dict
 
@@ -94,3 +97,53 @@ def test_dedupe_source_position_drops_replays(spark) -> None:
     assert parsed.count() > len(recs)
     got = _collect(final_aggregates(dedupe_source_position(parsed), AggSpec()))
     assert_same(got, reference(recs, 10_000, 10_000))
+
+
+HEAVY = AggSpec(aggregations=AGGREGATION_PROFILES["heavy"], percentiles=(0.1, 0.5, 0.99), percentile_accuracy=50,
+                score_rounds=37)  # fmt: skip
+
+
+def _groups(recs: list[Rec], size: int = 10_000) -> dict[tuple[int, str], list[float]]:
+    out: dict[tuple[int, str], list[float]] = {}
+    for r in recs:
+        out.setdefault((r.t - r.t % size, r.key), []).append(r.x)
+    return out
+
+
+def test_score_column_equals_its_python_reference(spark) -> None:
+    measures = [0.0, 1.0, -1.0, -7.9, 3.99, 2.0**31 + 5, -(2.0**40), 1e18, None, float("nan"), float("inf")]
+    df = spark.createDataFrame([(m,) for m in measures], "measure double")
+    got = [r[0] for r in df.select(score_column(11)).collect()]
+    assert got == [score_reference(m, 11) for m in measures]
+    assert got[-3:] == [None, None, None] and all(0 <= g < 2**31 for g in got[:-3])
+
+
+def test_heavy_profile_equals_a_plain_computation(spark) -> None:
+    """Light columns and the score sum exact; each percentile within its documented rank error."""
+    recs = _records(4000)
+    df = final_aggregates(parse_routed(_kafka_df(spark, recs)), HEAVY)
+    assert_same(_collect(df), reference(recs, 10_000, 10_000))
+    rows = {(r["ws"], r["key"]): r for r in df.select(F.unix_millis("window_start").alias("ws"), "*").collect()}
+    groups = _groups(recs)
+    assert set(rows) == set(groups)
+    for g, values in groups.items():
+        row, v, n = rows[g], sorted(values), len(values)
+        assert row["score"] == sum(score_reference(x, 37) for x in values)  # type: ignore[misc]
+        # HLL++ with relative standard deviation approx_rsd: 3 sigma, and 2 values at tiny counts (seen: 6 for 8)
+        assert abs(row["approx_distinct"] - len(set(v))) <= 3 * HEAVY.approx_rsd * len(set(v)) + 2
+        err = n / HEAVY.percentile_accuracy  # rank error bound of percentile_approx, plus one rank for ties/rounding
+        for q, got in zip(HEAVY.percentiles, row["percentiles"], strict=True):
+            ranks = [i + 1 for i, x in enumerate(v) if x == got]
+            assert ranks, (g, q, got)  # an input value
+            assert min(abs(rk - q * n) for rk in ranks) <= err + 1, (g, q, got, n)
+
+
+def test_heavy_profile_partials_merge_to_final(spark) -> None:
+    recs = _records(3000)
+    parsed = parse_routed(_kafka_df(spark, recs))
+    merged = merge_partials(partial_aggregates(parsed, HEAVY), HEAVY)
+    final = final_aggregates(parsed, HEAVY)
+    key = ["window_start", "key"]
+    a = {tuple(r[:2]): r["score"] for r in merged.select(*key, "score").collect()}
+    b = {tuple(r[:2]): r["score"] for r in final.select(*key, "score").collect()}
+    assert a == b and len(a) > 40

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.e2e.report import _recheck_lines, _warm_line
+from benchmarks.e2e.report import CANNOT_HELP, _recheck_lines, _warm_line, goals, verdict
 
 
 def test_warm_line_lists_the_passes_and_whether_they_settled() -> None:
@@ -26,3 +26,54 @@ def test_recheck_line_states_the_drift_of_direct() -> None:
     assert lines[0] == "" and "9,000 rec/s (first 10,000, drift -10%)" in lines[1]
     assert "failed (timed out" in _recheck_lines(doc, 2)[1]
     assert _recheck_lines(doc, 4) == [] and _recheck_lines({}, 8) == []
+
+
+def _run(config: str, n: int, rate: float, model: dict[int, float], cpu: float, router: float | None = None,
+         phase: str = "backlog", p99: float | None = None) -> dict:  # fmt: skip
+    b = {"batch_us": 100.0, "combiner_wall_us": 60.0, "combiner_task_us": 110.0, "after_wall_us": 20.0,
+         "fixed_us": 20.0}  # fmt: skip
+    doc = {"config": config, "n": n, "phase": phase, "total_cpu_us_per_record": cpu,
+           "spark_cpu_us_per_record": cpu - (router or 0), "router_cpu_s_per_million": router,
+           "spark": {"steady_rate": rate, "breakdown": b,
+                     "model": {f"C{c}": {"rate": v} for c, v in model.items()}}}  # fmt: skip
+    if p99 is not None:
+        doc["latency"] = {"p99": p99, "rate": 900.0}
+    return doc
+
+
+def _doc(profile: str) -> dict:
+    runs = [
+        _run("direct", 8, 1000, {8: 2000}, 20), _run("direct-split", 8, 900, {8: 3000}, 21),
+        _run("dalton", 8, 1100, {8: 3400}, 19, router=3),
+        _run("direct", 2, 1000, {2: 1000}, 20), _run("direct-split", 2, 1150, {2: 1150}, 21),
+        _run("dalton", 2, 1200, {2: 1200}, 22, router=4),
+        _run("direct", 2, 1000, {}, 20, phase="rate", p99=2.0), _run("dalton", 2, 1000, {}, 20, phase="rate", p99=1.5),
+    ]  # fmt: skip
+    check = {"n": 2, "configs": [{"config": "direct", "error": {"total": -0.08}},
+                                 {"config": "dalton", "error": {"total": 0.2}}]}  # fmt: skip
+    return {"options": {"profile": profile, "slots": 2, "workload": "zipf:s=1.5,keys=10000"}, "runs": runs,
+            "model_check": check}  # fmt: skip
+
+
+def test_goals_are_issue_28s_targets_measured_at_n_2_and_modelled_at_c_n() -> None:
+    got = {g["goal"]: g for g in goals(_doc("heavy"))}
+    m = got["n=2: Dalton drain / direct drain (measured, local[2])"]
+    assert m["value"] == 1.2 and m["target"] == ">= 1.3" and m["met"] is False
+    assert "combiner stage wall 60.0 vs 60.0 us/rec" in m["note"]  # the measured reason, per stage
+    assert got["n=2: Dalton drain / direct-split drain (measured, local[2])"]["met"] is False  # 1.04 < 1.1
+    assert got["n=8: Dalton drain / direct drain (modelled, C = 8)"]["value"] == 1.7
+    assert got["n=8: Dalton drain / direct-split drain (modelled, C = 8)"]["met"] is True  # 3400 / 3000
+    assert got["n=8: total CPU per record, Dalton / direct"]["met"] is True
+    assert got["n=2: total CPU per record, Dalton / direct"]["met"] is False
+    assert got["n=2: Dalton p99 / direct p99 at 900 rec/s (concurrent)"]["value"] == 0.75
+    assert got["n=2: model error, direct (local[1] tasks -> local[2] drain)"]["met"] is True
+    assert got["n=2: model error, dalton (local[1] tasks -> local[2] drain)"]["met"] is False
+    light = [g for g in goals(_doc("light")) if "model error" not in g["goal"]]
+    assert light and all(g["met"] is None and "no target" in g["target"] for g in light)
+
+
+def test_verdict_says_where_routing_pays_and_what_it_cannot_help() -> None:
+    text = "\n".join(verdict(_doc("heavy")))
+    assert "n = 2 (measured): Dalton drains 1.20x direct, 1.04x direct-split -- routing pays here." in text
+    assert "n = 8 (modelled on C = 8 slots): Dalton drains 1.70x direct, 1.13x direct-split" in text
+    assert CANNOT_HELP in text and "pandas UDFs" in text and "reducers" in text

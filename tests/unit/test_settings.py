@@ -6,7 +6,8 @@ import pytest
 from schemas.exceptions import ConfigError
 from schemas.partitioner_settings import DaltonSettings, HolisticSettings
 from schemas.settings import KafkaSettings, SkewrouteSettings
-from schemas.spark_settings import join_uri
+from schemas.spark_settings import AGGREGATION_PROFILES, join_uri
+from spark_consumers.job import agg_spec
 
 INVALID = [
     ({"routes": [{"raw_topic": "a b"}]}, "routes.0.raw_topic", "'a b'"),
@@ -63,6 +64,13 @@ INVALID = [
     ({"spark": {"checkpoint_dir": ""}}, "spark.checkpoint_dir", "''"),
     ({"spark": {"output_path": ""}}, "spark.output_path", "''"),
     ({"spark": {"min_partitions": 0}}, "spark.min_partitions", "0"),
+    # issue 28: aggregation profiles and the heavy aggregates' knobs
+    ({"spark": {"profile": "medium"}}, "spark.profile", "'medium'"),
+    ({"spark": {"profile": "heavy", "aggregations": ["count"]}}, "spark: profile='heavy'", "aggregations=['count']"),
+    ({"spark": {"percentiles": [0.5, 1.5]}}, "spark.percentiles.1", "1.5"),
+    ({"spark": {"percentiles": []}}, "spark.percentiles", "at least 1 item"),
+    ({"spark": {"percentile_accuracy": 0}}, "spark.percentile_accuracy", "0"),
+    ({"spark": {"score_rounds": 0}}, "spark.score_rounds", "0"),
 ]
 
 
@@ -101,6 +109,16 @@ def test_defaults_and_derived_names() -> None:
     assert (r.combiner_topic_name, r.dlq_topic_name, r.route_name) == ("clicks.combiners", "clicks.dlq", "clicks")
     assert isinstance(r.partitioner, DaltonSettings)
     assert s.route("clicks") is r
+
+
+@pytest.mark.parametrize("profile", sorted(AGGREGATION_PROFILES))
+def test_profile_names_the_aggregates_and_reaches_the_job(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKEWROUTE_SPARK__PROFILE", profile)
+    s = SkewrouteSettings.load(spark={"score_rounds": 7})
+    assert s.spark.profile == profile and tuple(s.spark.aggregations) == AGGREGATION_PROFILES[profile]
+    spec = agg_spec(s.spark)
+    assert tuple(spec.aggregations) == AGGREGATION_PROFILES[profile] and spec.score_rounds == 7
+    assert tuple(spec.percentiles) == (0.5, 0.99) and spec.percentile_accuracy == 10_000
 
 
 def test_env_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
