@@ -176,7 +176,8 @@ def config_doc(spec: RunSpec) -> dict[str, Any]:
                 "key": {"source": "field", "field": "k"},
                 "time": {"source": "field", "field": "t", "unit": "ms"},
                 "value_field": "x",
-                "window": {"kind": "time", "size": 60_000, "slide": 1_000},
+                # the shipped rule: the route's slide is the Spark trigger
+                "window": {"kind": "time", "size": 60_000, "slide": round(o.trigger_s * 1000)},
                 "partitioner": {"name": part},
                 "seed": o.seed,
             }
@@ -197,6 +198,7 @@ def config_doc(spec: RunSpec) -> dict[str, Any]:
             "window": f"{o.window_s} seconds",
             "watermark": f"{o.watermark_s} seconds",
             "profile": o.profile,
+            "dedupe": False,  # no worker is killed here: what routing buys, without the crash insurance's cost
             "score_rounds": o.score_rounds,
             "percentile_accuracy": o.percentile_accuracy,
             "sink": "kafka",
