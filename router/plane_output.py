@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from confluent_kafka import KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from router.extract import BadRecord, Extracted, SourceRecord, unexpected
 from router.observability import RouteMetrics
@@ -41,7 +41,7 @@ from router.plane_parts import (
     refused_source,
 )
 from schemas.exceptions import RecordError
-from schemas.records import encode_routed
+from schemas.records import encode_routed, encode_routed_v2_batch
 from schemas.settings import RouterSettings, RouteSettings
 
 __all__ = ["PlaneOutput"]
@@ -69,6 +69,74 @@ class PlaneOutput:
 
     def _produce(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
         """Produce the routed records; returns those that failed on their own (to be dead-lettered)."""
+        if self.router.routed_format == 1:
+            return self._produce_v1(ext, combiners)
+        return self._produce_v2(ext, combiners)
+
+    def _produce_v2(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
+        """Wire format 2: values built for the whole batch, one ``produce_batch`` call per combiner.
+
+        ``produce_batch`` (one partition per call) takes neither timestamps nor headers, which is why format 2
+        keeps the event time in its prefix. Records keep their order within a combiner.
+        """
+        src, out = self.route.raw_topic, self.route.combiner_topic_name
+        refused: list[BadRecord] = []
+        n = len(ext)
+        if n == 0:
+            return refused
+        keep: list[int] | None = None
+        if self._skip:  # exactly_once retry: records the broker refused in the aborted attempt
+            keep = []
+            for i, (p, o) in enumerate(zip(ext.partitions, ext.offsets, strict=True)):
+                why = self._skip.pop((p, o), None)
+                if why is None:
+                    keep.append(i)
+                else:
+                    refused.append(_bad(src, ext, i, RecordError("value", why)))
+        values = encode_routed_v2_batch(ext.times, ext.partitions, ext.offsets, ext.measures, ext.values)
+        order = np.argsort(combiners, kind="stable")
+        if keep is not None:
+            order = order[np.isin(order, np.asarray(keep, dtype=np.int64))]
+        if order.size == 0:
+            return refused
+        ranked = combiners[order]
+        cuts = (np.flatnonzero(ranked[1:] != ranked[:-1]) + 1).tolist()
+        idx = order.tolist()
+        keys = ext.keys
+        msgs = [{"value": values[i], "key": keys[i]} for i in idx]
+        for a, b in zip([0, *cuts], [*cuts, len(idx)], strict=True):
+            self._produce_batch(out, int(ranked[a]), msgs[a:b], idx[a:b], ext, refused)
+        return refused
+
+    def _produce_batch(
+        self, topic: str, partition: int, msgs: list[dict[str, Any]], idx: list[int], ext: Extracted,
+        refused: list[BadRecord],
+    ) -> None:  # fmt: skip
+        """One ``produce_batch`` call; a full local queue is drained and the rest re-queued, refusals noted."""
+        for _ in range(10 * ATTEMPTS):
+            if self.producer.produce_batch(topic, msgs, partition=partition) == len(msgs):
+                return
+            retry_msgs, retry_idx = [], []
+            for m, i in zip(msgs, idx, strict=True):
+                err = m.get("_error")
+                if err is None:
+                    continue
+                if err.code() == KafkaError._QUEUE_FULL:
+                    retry_msgs.append({"value": m["value"], "key": m["key"]})
+                    retry_idx.append(i)
+                elif err.code() in PER_RECORD_ERRORS:
+                    bad = refused_source(self.route.raw_topic, topic, m["key"].encode(), m["value"], err)
+                    refused.append(_bad(self.route.raw_topic, ext, i, bad.error))
+                else:
+                    raise KafkaException(err)
+            if not retry_msgs:
+                return
+            self.producer.poll(0.1)  # local queue full: let librdkafka send, then queue the rest
+            msgs, idx = retry_msgs, retry_idx
+        raise BufferError(f"route {self.route.route_name}: the producer queue stayed full")
+
+    def _produce_v1(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
+        """Wire format 1 (JSON envelope), record by record."""
         produce, poll, skip = self.producer.produce, self.producer.poll, self._skip
         out, src = self.route.combiner_topic_name, self.route.raw_topic
         refused: list[BadRecord] = []
@@ -258,6 +326,12 @@ class PlaneOutput:
                 self._skip[pos] = str(bad.error.reason)
             else:  # its dead letter was refused: send an envelope next time
                 self._envelope.add(pos)
+
+
+def _bad(src: str, ext: Extracted, i: int, error: RecordError) -> BadRecord:
+    """The bad record of good record ``i`` of a batch (its output was refused)."""
+    k = ext.keys[i].encode("utf-8", "replace")
+    return BadRecord(SourceRecord(src, ext.partitions[i], ext.offsets[i], k, ext.values[i], ext.times[i]), error)
 
 
 class _Refused(Exception):

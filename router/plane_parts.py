@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from router.extract import BadRecord, Extracted, SourceRecord
 from router.partitioners import Partitioner, create
 from schemas.exceptions import ConfigError, RecordError
-from schemas.records import DeadLetter
+from schemas.records import DeadLetter, decode_routed_record, routed_version
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 __all__ = [
@@ -113,16 +113,20 @@ def check_sizes(kafka: KafkaSettings, router: RouterSettings, route: RouteSettin
 def refused_source(raw_topic: str, topic: str, key: bytes | None, value: bytes | None, err: Any) -> BadRecord:
     """The bad record behind an output (routed record or dead letter) the producer or broker refused.
 
-    Both carry their source position in their JSON value; the refused output itself becomes the payload whose
-    prefix the envelope keeps.
+    Both carry their source position (a routed record of format 2 in its binary prefix, the others in their JSON
+    value); the refused output itself becomes the payload whose prefix the envelope keeps.
     """
     pos: dict[str, Any] = {}
-    try:
-        doc = orjson.loads(value or b"null")
-        if type(doc) is dict:
-            pos = doc
-    except orjson.JSONDecodeError:
-        pass
+    if routed_version(value) == 2:  # a routed record of format 2: the position is in its binary prefix
+        pos = decode_routed_record(value, key, raw_topic, 0) or {}
+        pos["tp"] = raw_topic
+    else:
+        try:
+            doc = orjson.loads(value or b"null")
+            if type(doc) is dict:
+                pos = doc
+        except orjson.JSONDecodeError:
+            pass
     part, off = pos.get("p", pos.get("partition", 0)), pos.get("o", pos.get("offset", 0))
     src = SourceRecord(
         str(pos.get("tp", pos.get("topic", raw_topic))), int(part) if type(part) is int else 0,
