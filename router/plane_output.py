@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaException, Message, Producer, TopicPartition
 
 from router.extract import BadRecord, Extracted, SourceRecord, unexpected
 from router.observability import RouteMetrics
@@ -74,66 +74,32 @@ class PlaneOutput:
         return self._produce_v2(ext, combiners)
 
     def _produce_v2(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
-        """Wire format 2: values built for the whole batch, one ``produce_batch`` call per combiner.
+        """Wire format 2: the values built for the whole batch at once, then one ``produce()`` per record.
 
-        ``produce_batch`` (one partition per call) takes neither timestamps nor headers, which is why format 2
-        keeps the event time in its prefix. Records keep their order within a combiner.
+        Not ``produce_batch``: it wants one dict per record, and building those cost more than it saves (measured
+        on this host: 0.78 µs of thread CPU per record for ``produce()`` against 1.20 for dicts + one
+        ``produce_batch`` per combiner; 1.26 against 1.49 µs counting librdkafka's threads up to the flush).
         """
         src, out = self.route.raw_topic, self.route.combiner_topic_name
+        produce, poll, skip = self.producer.produce, self.producer.poll, self._skip
         refused: list[BadRecord] = []
-        n = len(ext)
-        if n == 0:
-            return refused
-        keep: list[int] | None = None
-        if self._skip:  # exactly_once retry: records the broker refused in the aborted attempt
-            keep = []
-            for i, (p, o) in enumerate(zip(ext.partitions, ext.offsets, strict=True)):
-                why = self._skip.pop((p, o), None)
-                if why is None:
-                    keep.append(i)
-                else:
-                    refused.append(_bad(src, ext, i, RecordError("value", why)))
         values = encode_routed_v2_batch(ext.times, ext.partitions, ext.offsets, ext.measures, ext.values)
-        order = np.argsort(combiners, kind="stable")
-        if keep is not None:
-            order = order[np.isin(order, np.asarray(keep, dtype=np.int64))]
-        if order.size == 0:
-            return refused
-        ranked = combiners[order]
-        cuts = (np.flatnonzero(ranked[1:] != ranked[:-1]) + 1).tolist()
-        idx = order.tolist()
-        keys = ext.keys
-        msgs = [{"value": values[i], "key": keys[i]} for i in idx]
-        for a, b in zip([0, *cuts], [*cuts, len(idx)], strict=True):
-            self._produce_batch(out, int(ranked[a]), msgs[a:b], idx[a:b], ext, refused)
+        for i, (k, c, v) in enumerate(zip(ext.keys, combiners.tolist(), values, strict=True)):
+            try:
+                if skip and (ext.partitions[i], ext.offsets[i]) in skip:  # exactly_once retry after an abort
+                    raise _Refused(skip.pop((ext.partitions[i], ext.offsets[i])))
+                try:
+                    produce(out, v, k, partition=c)
+                except BufferError:  # local queue full: let librdkafka send, then retry once more
+                    poll(0.1)
+                    produce(out, v, k, partition=c)
+            except KafkaException as exc:
+                if exc.args[0].code() not in PER_RECORD_ERRORS:
+                    raise
+                refused.append(_bad(src, ext, i, refused_source(src, out, k.encode(), v, exc.args[0]).error))
+            except _Refused as why:
+                refused.append(_bad(src, ext, i, why.error))
         return refused
-
-    def _produce_batch(
-        self, topic: str, partition: int, msgs: list[dict[str, Any]], idx: list[int], ext: Extracted,
-        refused: list[BadRecord],
-    ) -> None:  # fmt: skip
-        """One ``produce_batch`` call; a full local queue is drained and the rest re-queued, refusals noted."""
-        for _ in range(10 * ATTEMPTS):
-            if self.producer.produce_batch(topic, msgs, partition=partition) == len(msgs):
-                return
-            retry_msgs, retry_idx = [], []
-            for m, i in zip(msgs, idx, strict=True):
-                err = m.get("_error")
-                if err is None:
-                    continue
-                if err.code() == KafkaError._QUEUE_FULL:
-                    retry_msgs.append({"value": m["value"], "key": m["key"]})
-                    retry_idx.append(i)
-                elif err.code() in PER_RECORD_ERRORS:
-                    bad = refused_source(self.route.raw_topic, topic, m["key"].encode(), m["value"], err)
-                    refused.append(_bad(self.route.raw_topic, ext, i, bad.error))
-                else:
-                    raise KafkaException(err)
-            if not retry_msgs:
-                return
-            self.producer.poll(0.1)  # local queue full: let librdkafka send, then queue the rest
-            msgs, idx = retry_msgs, retry_idx
-        raise BufferError(f"route {self.route.route_name}: the producer queue stayed full")
 
     def _produce_v1(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
         """Wire format 1 (JSON envelope), record by record."""
