@@ -79,6 +79,7 @@ class PlaneOutput:
         Not ``produce_batch``: it wants one dict per record, and building those cost more than it saves (measured
         on this host: 0.78 µs of thread CPU per record for ``produce()`` against 1.20 for dicts + one
         ``produce_batch`` per combiner; 1.26 against 1.49 µs counting librdkafka's threads up to the flush).
+        The partition is passed by position: confluent-kafka's keyword parsing cost 0.57 against 0.38 µs per call.
         """
         src, out = self.route.raw_topic, self.route.combiner_topic_name
         produce, poll, skip = self.producer.produce, self.producer.poll, self._skip
@@ -89,10 +90,10 @@ class PlaneOutput:
                 if skip and (ext.partitions[i], ext.offsets[i]) in skip:  # exactly_once retry after an abort
                     raise _Refused(skip.pop((ext.partitions[i], ext.offsets[i])))
                 try:
-                    produce(out, v, k, partition=c)
+                    produce(out, v, k, c)
                 except BufferError:  # local queue full: let librdkafka send, then retry once more
                     poll(0.1)
-                    produce(out, v, k, partition=c)
+                    produce(out, v, k, c)
             except KafkaException as exc:
                 if exc.args[0].code() not in PER_RECORD_ERRORS:
                     raise
@@ -115,10 +116,10 @@ class PlaneOutput:
                     raise _Refused(skip.pop((p, o)))
                 value = encode_routed(k, t, c, src, p, o, x, v)
                 try:
-                    produce(out, value, k, partition=c)
+                    produce(out, value, k, c)
                 except BufferError:  # local queue full: let librdkafka send, then retry once more
                     poll(0.1)
-                    produce(out, value, k, partition=c)
+                    produce(out, value, k, c)
             except BufferError:
                 raise
             except KafkaException as exc:

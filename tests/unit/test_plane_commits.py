@@ -184,13 +184,13 @@ class _PickyProducer(FakeProducer):
         super().__init__()
         self.too_big, self.full_once, self.keys = too_big, True, []  # type: ignore[var-annotated]
 
-    def produce(self, topic: str, value: bytes, key: Any = None, **kw: Any) -> None:
+    def produce(self, topic: str, value: bytes, key: Any = None, partition: int = -1) -> None:
         if self.too_big in value:
             raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
         if self.full_once:
             self.full_once = False
             raise BufferError("queue full")
-        self.keys.append((key, kw["partition"]))
+        self.keys.append((key, partition))
         super().produce(topic, value)
 
 
