@@ -473,8 +473,17 @@ def main(
         "configurations": entries,
     }  # fmt: skip
     json_path = args.report.with_suffix(".json")
-    json_path.write_text(json.dumps(summary, indent=1, allow_nan=False, default=str).replace("NaN", "null") + "\n")
+    json_path.write_text(json.dumps(_no_nan(summary), indent=1, allow_nan=False, default=str) + "\n")
     print(f"wrote {args.report} and {json_path}")
+
+
+def _no_nan(doc: Any) -> Any:
+    """``doc`` with NaN floats (not measured) as ``None`` (JSON null)."""
+    if isinstance(doc, dict):
+        return {k: _no_nan(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_no_nan(v) for v in doc]
+    return None if isinstance(doc, float) and doc != doc else doc
 
 
 def _start_broker(kind: str) -> Any:
