@@ -394,8 +394,8 @@ class Extractor:
             joined = b"\n".join(values)  # type: ignore[arg-type]  # a None value raises: record by record then
         except TypeError:
             return None
-        if len(joined) < _ARROW_MIN_BYTES * n or joined.count(b"\n") != n - 1:  # small records; a newline inside one
-            return None
+        if not _ARROW_MIN_BYTES * n <= len(joined) <= _ARROW_MAX_BYTES or joined.count(b"\n") != n - 1:
+            return None  # small records (per record is as fast), a huge batch, or a newline inside a record
         try:
             pa.array([joined], pa.binary()).cast(pa.string())  # UTF-8 checked (orjson refuses invalid UTF-8)
             table = pj.read_json(
@@ -403,7 +403,7 @@ class Extractor:
                 read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(joined) + 1)),
                 parse_options=plan.parse,
             )
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
+        except pa.ArrowException:  # anything Arrow cannot read: the per-record path decides
             return None
         if table.num_rows != n:
             return None
@@ -459,6 +459,8 @@ class Extractor:
 _ARROW_MIN = 64
 #: Batches of smaller records on average are extracted record by record (measured: see the module docstring).
 _ARROW_MIN_BYTES = 128
+#: Larger batches (bytes) are extracted record by record (Arrow's binary/string offsets are 32-bit).
+_ARROW_MAX_BYTES = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
