@@ -2,7 +2,7 @@
 
 ``skewroute memory-soak --records 50000000 --keys 10000000`` (or ``python -m benchmarks.memory_soak`` with
 ``--tuples``) runs, for every partitioner, one child
-process that feeds batches of raw records through :meth:`router.dataplane.RouteDataPlane.route_batch` — the
+process that feeds batches of raw records through :meth:`benchmarks.planes.OfflinePlane.route_batch` — the
 data plane's own extraction (with the event-time bound), window clock, partitioner and window metrics — with no
 Kafka. Keys: half uniform over ``--keys`` distinct keys, half Zipf-hot; Kafka timestamps advance at ``--rate``
 records per event-time millisecond and end at the wall clock, so windows keep closing. In the middle of the run
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from router.dataplane import RouteDataPlane
+from benchmarks.planes import OfflinePlane
 from router.extract import SourceRecord
 from router.observability import RouterMetrics
 from router.partitioners import available
@@ -88,7 +88,7 @@ def run_one(
          "window": {"size": 60_000, "slide": 1_000},
          "time": {"max_ahead_ms": 3_600_000 if bounded else UNBOUNDED_MS}}
     )  # fmt: skip
-    plane = RouteDataPlane(KafkaSettings(), RouterSettings(), route, RouterMetrics("mem"), instance_id="mem")
+    plane = OfflinePlane(KafkaSettings(), RouterSettings(), route, RouterMetrics("mem"), instance_id="mem")
     rng = np.random.default_rng(seed)
     rate = float(rate)
     now = int(time.time() * 1000)

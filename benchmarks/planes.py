@@ -1,20 +1,24 @@
-"""Data planes for benchmarks: a pass-through "partitioner" and a plane that stops after a number of records.
+"""Data planes for benchmarks: a pass-through partitioner, a bounded plane, a plane without a broker.
 
-Both live here, not in the data plane: the worker's batch loop has no benchmark hooks.
+The bounded plane stops after a number of records; the offline one is driven batch by batch by the caller.
+
+They live here, not in the data plane: the worker's batch loop has no benchmark hooks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from router.dataplane import RouteDataPlane
+from router.extract import BadRecord, Extracted, RawMessage
 from router.partitioners import Partitioner
 from router.partitioners.keys import KeyBatch
 
-__all__ = ["PASSTHROUGH", "BoundedDataPlane", "PassThrough"]
+__all__ = ["PASSTHROUGH", "BoundedDataPlane", "OfflinePlane", "PassThrough"]
 
 #: Name of the pass-through baseline in benchmark tables.
 PASSTHROUGH = "passthrough"
@@ -53,3 +57,21 @@ class BoundedDataPlane(RouteDataPlane):
         super()._done(batch)
         if self.stats.consumed >= self.stop_after:
             self.stop()
+
+
+class OfflinePlane(RouteDataPlane):
+    """A route's data plane driven batch by batch by the caller, never started (memory soak, hot-path profile).
+
+    It runs the worker's own extract, assign and produce code: :meth:`route_batch` is the CPU half of a batch
+    (extract with the time bound, then assign); :meth:`produce` hands the result to ``producer`` as the worker
+    would (set ``plane.producer`` first; a producer without a reachable broker just queues).
+    """
+
+    def route_batch(self, msgs: Sequence[RawMessage]) -> tuple[Extracted, np.ndarray]:
+        """Extract (with the wall-clock bound on event times), then assign; no Kafka."""
+        ext, limit_ms = self._extract(msgs)
+        return ext, self._assign(ext, limit_ms)
+
+    def produce(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
+        """Produce the routed records of a batch (the routed format of the router settings); the refused ones."""
+        return self._produce(ext, combiners)

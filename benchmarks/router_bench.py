@@ -41,6 +41,8 @@ from benchmarks.router_bench_workloads import KEYS, RAW_PARTITIONS, WORKLOADS, p
 
 __all__ = ["main"]
 
+NEW, BASELINE = "new", "baseline"
+
 SEPARATE = (
     "Every configuration runs right before or after a pass-through process of its own (order alternating); "
     "its ratio is the median over rounds of rate / that adjacent pass-through rate. End-to-end rate = records / "
@@ -62,7 +64,8 @@ def _child(args: argparse.Namespace) -> None:
         print(json.dumps(pair))
         return
     plane = make_plane(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
-                       combiners=args.combiners, producer_conf=args.producer_conf).start()  # fmt: skip
+                       combiners=args.combiners, producer_conf=args.producer_conf,
+                       routed_format=args.routed_format).start()  # fmt: skip
     plane.join(args.timeout)
     st = plane.stats
     ok = plane.error is None and st.consumed >= args.n and st.first_consumed is not None and st.last_acked is not None
@@ -70,6 +73,7 @@ def _child(args: argparse.Namespace) -> None:
     if plane.alive:
         plane.stop()
         plane.join(30)
+    routed_bytes = _topic_bytes(plane.kafka, plane.route.combiner_topic_name, st.routed) if ok else float("nan")
     drop_combiner_topic(plane)
     print(
         json.dumps(
@@ -81,6 +85,7 @@ def _child(args: argparse.Namespace) -> None:
                 "elapsed": elapsed,
                 "rate": st.consumed / elapsed if ok and elapsed > 0 else 0.0,
                 "cpu_s": (st.last_cpu - st.first_cpu) if ok else float("nan"),  # type: ignore[operator]
+                "routed_bytes_per_record": routed_bytes,
                 "phases_us": {
                     k: 1e6 * getattr(st, f"{k}_s") / max(st.consumed, 1)
                     for k in ("extract", "assign", "partitioner", "produce", "deliver")
@@ -90,17 +95,49 @@ def _child(args: argparse.Namespace) -> None:
     )
 
 
-def _run_child(args: argparse.Namespace, raw: str, name: str, *, pair: bool = False) -> dict[str, Any]:
+def _topic_bytes(kafka: Any, topic: str, expected: int) -> float:
+    """Mean Kafka key + value bytes per record of ``topic`` (read whole after the timed run)."""
+    from benchmarks.topic_reader import read_topic
+
+    recs = read_topic(kafka, topic, expected=expected, idle_s=2.0)
+    return sum(len(r.key or b"") + len(r.value or b"") for r in recs) / max(len(recs), 1)
+
+
+def _run_child(
+    args: argparse.Namespace, raw: str, name: str, *, pair: bool = False, release: str = NEW, fmt: int = 2
+) -> dict[str, Any]:
+    """One worker process; ``release`` ``baseline`` runs the code of ``args.baseline`` (its own child protocol)."""
     cmd = [
         sys.executable, "-m", "benchmarks.router_bench", "--child", "--bootstrap", args.bootstrap, "--raw", raw,
         "--partitioner", name, "-n", str(args.n), "--batch", str(args.batch), "--combiners", str(args.combiners),
         "--timeout", str(args.timeout), "--producer-conf", args.producer_conf, *(["--pair"] if pair else []),
     ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 60)
+    env, cwd = None, None
+    if release == BASELINE:
+        env, cwd = {**os.environ, "PYTHONPATH": str(args.baseline)}, str(args.baseline)
+    else:
+        cmd += ["--routed-format", str(fmt)]
+    cpu0 = _broker_cpu(args)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 60, env=env, cwd=cwd)
+    broker_s = _broker_cpu(args) - cpu0
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {"ok": False, "error": (proc.stderr or proc.stdout)[-400:], "rate": 0.0}
-    return json.loads(lines[-1])
+    out: dict[str, Any] = json.loads(lines[-1])
+    out["broker_cpu_s"] = broker_s  # the broker's CPU over the whole child (join, routing, reading back)
+    return out
+
+
+def _broker_cpu(args: argparse.Namespace) -> float:
+    """CPU seconds (all threads) the broker process we started has used so far; NaN for a given broker."""
+    pid = getattr(getattr(args, "broker", None), "proc", None)
+    if pid is None:
+        return float("nan")
+    try:
+        fields = Path(f"/proc/{pid.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def _pair_rounds(args: argparse.Namespace, raw: str, names: list[str], per: dict[str, list[dict[str, Any]]]) -> None:
@@ -135,6 +172,125 @@ def _separate_rounds(
             if name != PASSTHROUGH and r.get("ok") and base.get("ok") and base["rate"] > 0:
                 shown += f" (adjacent pass-through {base['rate']:,.0f}: {r['rate'] / base['rate']:.2f}x)"
             print(f"  round {rnd + 1} {name:<12} {shown}", flush=True)
+
+
+def _variants(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """(release, routed format) pairs of the release section: this code per format, then the baseline's."""
+    out = [(NEW, int(f)) for f in args.formats.split(",")]
+    return out + ([(BASELINE, 1)] if args.baseline is not None else [])
+
+
+def _label(variant: tuple[str, int]) -> str:
+    return f"{variant[0]} (format {variant[1]})"
+
+
+def _release_rounds(
+    args: argparse.Namespace, raw: str, names: list[str], per: dict[tuple[str, str, int], list[dict[str, Any]]]
+) -> None:
+    """Every configuration with this code (each routed format) and with the baseline release, adjacent runs."""
+    variants = _variants(args)
+    for rnd in range(args.rounds):
+        for name in names[rnd % len(names) :] + names[: rnd % len(names)]:  # rotated
+            order = variants[rnd % len(variants) :] + variants[: rnd % len(variants)]
+            for release, fmt in order:
+                r = _run_child(args, raw, name, release=release, fmt=fmt)
+                per.setdefault((name, release, fmt), []).append(r)
+                shown = f"{r['rate']:,.0f} tuples/s" if r.get("ok") else f"FAILED {str(r.get('error'))[-200:]}"
+                print(f"  release round {rnd + 1} {name:<12} {_label((release, fmt)):<22} {shown}", flush=True)
+
+
+def _figures(runs: list[dict[str, Any]], raw_bytes: float, v1_bytes: float) -> dict[str, Any]:
+    """The JSON figures of one configuration: medians over its successful runs."""
+    good = [r for r in runs if r.get("ok")]
+    if not good:
+        return {"ok": False, "error": str(next((r.get("error") for r in runs), "not run"))[-300:]}
+
+    def med(values: list[float]) -> float:
+        finite = [v for v in values if v == v]  # NaN: not measured
+        return statistics.median(finite) if finite else float("nan")
+
+    routed = med([r.get("routed_bytes_per_record", float("nan")) for r in good])
+    return {
+        "ok": True,
+        "runs": len(good),
+        "tuples_per_s": med([r["rate"] for r in good]),
+        "tuples_per_s_best": max(r["rate"] for r in good),
+        "cpu_us_per_record": med([1e6 * r["cpu_s"] / r["consumed"] for r in good]),
+        "broker_cpu_us_per_record": med([1e6 * r.get("broker_cpu_s", float("nan")) / r["consumed"] for r in good]),
+        "routed_bytes_per_record": routed if routed == routed else v1_bytes,
+        "routed_bytes_measured": routed == routed,
+        "raw_bytes_per_record": raw_bytes,
+    }
+
+
+def _release_table(
+    args: argparse.Namespace, per: dict[str, dict[tuple[str, str, int], list[dict[str, Any]]]],
+    sizes: dict[str, tuple[float, float]], names: list[str],
+) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
+    """The markdown section comparing releases/formats side by side, and the JSON entries."""
+    variants = _variants(args)
+    entries: list[dict[str, Any]] = []
+    out = [
+        f"## This release against {args.baseline or 'no baseline'} ({args.rounds} rounds, adjacent runs)",
+        "",
+        "One worker process per run (a fresh consumer group and combiner topic each), variants of one "
+        "configuration run one after the other (order rotated per round); medians over rounds. CPU µs/record = "
+        "CPU time of the worker process (all threads, librdkafka's included) from the first record consumed to "
+        "the last batch committed, per record; broker CPU µs/record = CPU time of the broker process over the whole "
+        "child run (group join and reading the routed topic back included), per record. Routed bytes = Kafka key + "
+        "value per routed record, read back from the combiner topic (the baseline's drops its topic: computed with "
+        "the format-1 encoder on the same records, marked *); raw bytes = key + value of the raw records.",
+        "",
+    ]
+    for wl, runs_by in per.items():
+        raw_bytes, v1_bytes = sizes[wl]
+        head = "| configuration | " + " | ".join(
+            f"{_label(v)}: tuples/s | CPU µs/rec | broker CPU µs/rec | routed B/rec" for v in variants
+        )
+        ratio = args.baseline is not None
+        head += " | tuples/s new (format 2) / baseline |" if ratio else " |"
+        rule = "| --- |" + " ---: | ---: | ---: | ---: |" * len(variants) + (" ---: |" if ratio else "")
+        out += [f"### {wl} (raw {raw_bytes:.1f} B/record)", "", head, rule]
+        for name in names:
+            cells = []
+            figs = {}
+            for v in variants:
+                f = _figures(runs_by.get((name, *v), []), raw_bytes, v1_bytes)
+                figs[v] = f
+                entries.append({"workload": wl, "configuration": name, "release": v[0], "routed_format": v[1], **f})
+                if not f["ok"]:
+                    cells.append("failed | | |")
+                    continue
+                star = "" if f["routed_bytes_measured"] else "*"
+                cells.append(
+                    f"{f['tuples_per_s']:,.0f} | {f['cpu_us_per_record']:.2f} | "
+                    f"{f['broker_cpu_us_per_record']:.2f} | {f['routed_bytes_per_record']:.1f}{star}"
+                )
+            row = f"| {name} | " + " | ".join(cells) + " |"
+            if ratio:
+                new, old = figs[(NEW, 2) if (NEW, 2) in figs else variants[0]], figs[(BASELINE, 1)]
+                ok = new["ok"] and old["ok"] and old["tuples_per_s"] > 0
+                row += f" {new['tuples_per_s'] / old['tuples_per_s']:.2f} |" if ok else " |"
+            out.append(row)
+        out.append("")
+    return out, entries
+
+
+def _sizes(bootstrap: str, raw: str) -> tuple[float, float]:
+    """Raw key + value bytes per record of ``raw``, and what format 1 makes of them (key + JSON envelope)."""
+    import orjson
+
+    from benchmarks.topic_reader import read_topic
+    from schemas.records import encode_routed
+    from schemas.settings import KafkaSettings
+
+    recs = read_topic(KafkaSettings(bootstrap_servers=bootstrap), raw, idle_s=2.0)
+    raw_b = sum(len(r.key or b"") + len(r.value or b"") for r in recs) / max(len(recs), 1)
+    v1 = 0
+    for r in recs:
+        k = str(orjson.loads(r.value or b"{}")["key"])
+        v1 += len(k.encode()) + len(encode_routed(k, r.timestamp, 0, raw, r.partition, r.offset, None, r.value or b""))
+    return raw_b, v1 / max(len(recs), 1)
 
 
 def _table(results: dict[str, dict[str, list[dict[str, Any]]]], names: list[str]) -> list[str]:
@@ -195,6 +351,7 @@ def _child_main(argv: list[str]) -> None:
     ap.add_argument("--combiners", type=int, required=True)
     ap.add_argument("--timeout", type=float, required=True)
     ap.add_argument("--producer-conf", default="{}")
+    ap.add_argument("--routed-format", type=int, default=2)
     _child(ap.parse_args(argv))
 
 
@@ -212,15 +369,21 @@ def main(
     hotpath: bool = False,
     mode: str = "both",
     brokers: str = "tansu",
+    formats: str = "2",
+    baseline: Path | None = None,
 ) -> None:
-    """Run the benchmark and write ``OUT/router-throughput.md`` (``skewroute router-bench`` is the command line)."""
+    """Run the benchmark; write ``OUT/router-throughput.md`` and ``OUT/router-throughput.json``.
+
+    ``skewroute router-bench`` is the command line. ``formats``: routed wire formats this code is run with;
+    ``baseline``: the source tree of an earlier release, run side by side in the ``release`` section.
+    """
     unknown = [w for w in workloads.split(",") if w not in WORKLOADS]
     if unknown:
         raise ValueError(f"workloads must be among {', '.join(WORKLOADS)}, got {', '.join(unknown)}")
     args = argparse.Namespace(
         n=records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, only=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, report=out / "router-throughput.md",
-        hotpath=hotpath, mode=mode, brokers=brokers,
+        hotpath=hotpath, mode=mode, brokers=brokers, formats=formats, baseline=baseline,
     )  # fmt: skip
     from router.partitioners import available
 
@@ -234,8 +397,11 @@ def main(
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     pairs: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    releases: dict[str, dict[tuple[str, str, int], list[dict[str, Any]]]] = {}
+    sizes: dict[str, tuple[float, float]] = {}
     for kind in kinds:
         broker = _start_broker(kind) if kind != "given" else None
+        args.broker = broker
         if broker is not None:
             args.bootstrap = broker.bootstrap
         try:
@@ -249,11 +415,21 @@ def main(
                     _pair_rounds(args, raw, [x for x in names if x != PASSTHROUGH], pairs.setdefault(label, {}))
                 if args.mode in ("separate", "both"):
                     _separate_rounds(args, raw, names, results.setdefault(label, {}))
+                if args.mode == "release":
+                    _release_rounds(args, raw, names, releases.setdefault(label, {}))
+                sizes[label] = _sizes(args.bootstrap, raw)
         finally:
             if broker is not None:
                 broker.stop()
     load1 = os.getloadavg()
     lines = pair_table(pairs, args.rounds)
+    release_lines, entries = _release_table(args, releases, sizes, names) if releases else ([], [])
+    lines += release_lines
+    fmt0 = int(args.formats.split(",")[0])
+    for wl, per in results.items():
+        for name in names:
+            f = _figures(per.get(name, []), *sizes[wl])
+            entries.append({"workload": wl, "configuration": name, "release": NEW, "routed_format": fmt0, **f})
     if results:
         lines += [
             f"## One worker process per configuration ({args.rounds} rounds)",
@@ -268,9 +444,9 @@ def main(
     lines += [
         f"### Hot path without a broker (thread CPU µs per tuple, best of 3, {hot_n:,} in-memory Kafka messages)",
         "",
-        "The Python side of the batch loop alone: `Extractor.extract`, `assign` (the partitioner, or the source "
-        "partition for pass-through), `encode_routed` + `produce()` into librdkafka's queue. The end-to-end "
-        "figures above add librdkafka's own threads (fetch, batching, sending), flush/commit, and the broker.",
+        "The worker's own code for a batch, per routed format: extract, assign (partitioner, window clock and "
+        "window metrics), produce (encode + `produce()` into librdkafka's queue). The end-to-end figures above add "
+        "librdkafka's own threads (fetch, batching, sending), flush/commit, and the broker.",
         "",
         *hotpath_table(hot_n, names, args.batch, args.combiners),
         "",
@@ -290,7 +466,24 @@ def main(
     ]
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text("\n".join(header + lines) + "\n")
-    print(f"wrote {args.report}")
+    summary = {
+        "generated": started, "records": args.n, "combiners": args.combiners, "batch": args.batch,
+        "rounds": args.rounds, "brokers": kinds, "cpus": os.cpu_count(), "load_average_start": load0[0],
+        "load_average_end": load1[0], "baseline": str(args.baseline) if args.baseline else None,
+        "configurations": entries,
+    }  # fmt: skip
+    json_path = args.report.with_suffix(".json")
+    json_path.write_text(json.dumps(_no_nan(summary), indent=1, allow_nan=False, default=str) + "\n")
+    print(f"wrote {args.report} and {json_path}")
+
+
+def _no_nan(doc: Any) -> Any:
+    """``doc`` with NaN floats (not measured) as ``None`` (JSON null)."""
+    if isinstance(doc, dict):
+        return {k: _no_nan(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_no_nan(v) for v in doc]
+    return None if isinstance(doc, float) and doc != doc else doc
 
 
 def _start_broker(kind: str) -> Any:

@@ -25,7 +25,15 @@ __all__ = ["drop_combiner_topic", "make_plane", "pair_table", "run_pair"]
 
 
 def make_plane(
-    bootstrap: str, raw: str, name: str, *, n: int, batch: int, combiners: int, producer_conf: str
+    bootstrap: str,
+    raw: str,
+    name: str,
+    *,
+    n: int,
+    batch: int,
+    combiners: int,
+    producer_conf: str,
+    routed_format: int = 2,
 ) -> RouteDataPlane:
     """A data plane routing ``raw`` with ``name`` (a partitioner or :data:`PASSTHROUGH`) into a fresh combiner topic."""
     from connectors.admin import ensure_route_topics
@@ -35,7 +43,12 @@ def make_plane(
     tag = f"{name}-{os.getpid()}-{time.time_ns()}"
     s = SkewrouteSettings.load(
         kafka={"bootstrap_servers": bootstrap, "producer": json.loads(producer_conf)},
-        router={"app_id": f"bench-{tag}", "batch_max_records": batch, "log_level": "WARNING"},
+        router={
+            "app_id": f"bench-{tag}",
+            "batch_max_records": batch,
+            "log_level": "WARNING",
+            "routed_format": routed_format,
+        },
         routes=[
             {
                 "raw_topic": raw,

@@ -23,6 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from benchmarks.demo.processes import Child
 from connectors.kafka import make_consumer, make_producer, produce_waiting
+from schemas.records import decode_routed_record
 from schemas.settings import KafkaSettings
 
 __all__ = ["ControlWatcher", "RawProducer", "Verifier", "kill_group", "worker_config"]
@@ -112,10 +113,10 @@ class Verifier:
                 if err.code() != KafkaError._PARTITION_EOF:
                     self.bad += 1
                 continue
+            d = decode_routed_record(m.value(), m.key(), m.topic() or "", m.partition() or 0) or {}
             try:
-                d = orjson.loads(m.value() or b"")
                 pos = (str(d["tp"]), int(d["p"]), int(d["o"]))
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError):
                 self.bad += 1
                 continue
             self.seen[pos] += 1

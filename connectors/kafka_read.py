@@ -168,7 +168,7 @@ def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
             if not msgs:
                 continue
             if cfg.decode == "routed":
-                yield decode_routed([m.value() for m in msgs], part.partition)
+                yield decode_routed([m.value() for m in msgs], part.partition, [m.key() for m in msgs], part.topic)
             else:
                 yield _arrow_batch(msgs, offsets, part, cfg.include_headers)
         done = True

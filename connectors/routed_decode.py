@@ -1,9 +1,15 @@
-"""Decode routed-record values into typed Arrow columns inside the Spark data source (``decode=routed``).
+"""Decode routed records into typed Arrow columns inside the Spark data source (``decode=routed``).
 
-Why: Spark's ``from_json`` creates a Jackson parser per record (an ``InputStreamReader`` and fresh buffers each
-time), which dominated the scan tasks' JVM time (BENCHMARKS.md). Here a whole consumed batch is parsed at
-once by Arrow's C++ JSON reader (values joined by newlines), so the JVM receives typed columns and never sees
-the JSON.
+Both wire formats of :mod:`schemas.records`, told apart per record by the first byte, may share one batch
+(a topic written during a rolling upgrade). Format 2 is decoded with numpy: the values are joined once, each
+fixed-offset field of the binary prefix is gathered for all records at once and viewed as big-endian integers
+or doubles; the key comes from the Kafka key, the combiner from the partition read, the source topic from the
+topic's name. No Python runs per record beyond collecting the values and keys from the consumed messages.
+
+Format 1 (JSON): Spark's ``from_json`` creates a Jackson parser per record (an ``InputStreamReader`` and fresh
+buffers each time), the bulk of the scan tasks' JVM time (BENCHMARKS.md). Here a whole consumed batch is
+parsed at once by Arrow's C++ JSON reader (values joined by newlines), so the JVM receives typed columns and
+never sees the JSON.
 
 Columns (those of :func:`spark_consumers.aggregations.parse_routed`, without ``item``): ``key``, ``event_time``
 (UTC timestamp from ``t`` in ms), ``measure``, ``combiner`` (the Kafka partition read), ``src_topic``,
@@ -18,10 +24,13 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
+
+from schemas.records import V2_HEAD, V2_HEAD_MEASURE, V2_MEASURE, V2_TAG, source_topic
 
 __all__ = ["ROUTED_ARROW_SCHEMA", "decode_routed"]
 
@@ -53,8 +62,90 @@ ROUTED_ARROW_SCHEMA = pa.schema(
 _PARSE = pj.ParseOptions(explicit_schema=_WIRE, unexpected_field_behavior="ignore")
 
 
-def decode_routed(values: Sequence[bytes | None], partition: int) -> pa.RecordBatch:
-    """One Arrow batch of :data:`ROUTED_ARROW_SCHEMA` for the routed-record ``values`` read from ``partition``."""
+def decode_routed(
+    values: Sequence[bytes | None], partition: int, keys: Sequence[bytes | None] | None = None, topic: str = ""
+) -> pa.RecordBatch:
+    """One Arrow batch of :data:`ROUTED_ARROW_SCHEMA` for the routed ``values`` read from ``topic[partition]``.
+
+    ``keys`` are the messages' Kafka keys (format 2 carries the record key there; without them a format-2 row
+    has a null key); ``topic`` names the source topic of format-2 rows (see :func:`schemas.records.source_topic`).
+    """
+    n = len(values)
+    v2 = _v2_rows(values)
+    if v2 is None or not v2.any():
+        return _decode_v1(values, partition)
+    if v2.all():
+        return _decode_v2(values, partition, keys, topic)
+    rows = np.arange(n)
+    i1, i2 = rows[~v2], rows[v2]
+    part1 = _decode_v1([values[i] for i in i1], partition)
+    sub_keys = None if keys is None else [keys[i] for i in i2]
+    part2 = _decode_v2([values[i] for i in i2], partition, sub_keys, topic)
+    both = pa.Table.from_batches([part1, part2]).combine_chunks()
+    back = np.empty(n, dtype=np.int64)
+    back[np.concatenate([i1, i2])] = rows  # position of each input row in ``both``
+    return both.take(pa.array(back)).to_batches()[0] if n else part1
+
+
+def _v2_rows(values: Sequence[bytes | None]) -> np.ndarray | None:
+    """Which values are format 2 (a boolean per value); ``None`` when some value is missing (format 1 path)."""
+    try:
+        joined = b"".join(values)  # type: ignore[arg-type]  # a None value raises
+    except TypeError:
+        return None
+    lens = np.fromiter(map(len, values), dtype=np.int64, count=len(values))  # type: ignore[arg-type]
+    if not len(joined):
+        return np.zeros(len(values), dtype=bool)
+    starts = np.cumsum(lens) - lens
+    tags = np.frombuffer(joined, np.uint8)[np.minimum(starts, len(joined) - 1)]
+    plain = (tags == V2_TAG) & (lens >= V2_HEAD)
+    with_x = (tags == V2_TAG | V2_MEASURE) & (lens >= V2_HEAD_MEASURE)
+    return np.asarray(plain | with_x)
+
+
+def _field(buf: np.ndarray, starts: np.ndarray, at: int, dtype: str) -> np.ndarray:
+    """The big-endian field at byte ``at`` of every record (records start at ``starts`` in ``buf``)."""
+    width = np.dtype(dtype).itemsize
+    return buf[starts[:, None] + np.arange(at, at + width)].view(dtype).ravel()
+
+
+def _decode_v2(
+    values: Sequence[bytes | None], partition: int, keys: Sequence[bytes | None] | None, topic: str
+) -> pa.RecordBatch:
+    n = len(values)
+    joined = b"".join(values)  # type: ignore[arg-type]  # _v2_rows checked: no None
+    lens = np.fromiter(map(len, values), dtype=np.int64, count=n)  # type: ignore[arg-type]
+    buf = np.frombuffer(joined, np.uint8)
+    starts = np.cumsum(lens) - lens
+    has_x = (buf[starts] & V2_MEASURE) != 0
+    src_p = _field(buf, starts, 1, ">u2").astype(np.int64)
+    src_o = _field(buf, starts, 3, ">i8").astype(np.int64)
+    t_ms = _field(buf, starts, 11, ">i8").astype(np.int64)
+    x_starts = np.where(has_x, starts, 0)
+    x = _field(buf, x_starts, 19, ">f8").astype(np.float64) if has_x.any() else np.full(n, np.nan)
+    measure = pa.array(x, pa.float64(), mask=~has_x | np.isnan(x))
+    if keys is None:
+        key = pa.nulls(n, pa.string())
+    else:
+        try:
+            key = pa.array(keys, pa.binary()).cast(pa.string())
+        except pa.ArrowInvalid:  # not UTF-8 (never written by a router): replaced, as the record-by-record tools do
+            key = pa.array([None if k is None else k.decode("utf-8", "replace") for k in keys], pa.string())
+    return pa.RecordBatch.from_arrays(
+        [
+            key,
+            pa.array(t_ms * 1000, pa.int64()).cast(_TS),
+            measure,
+            pa.repeat(pa.scalar(partition, pa.int32()), n),
+            pa.repeat(pa.scalar(source_topic(topic), pa.string()), n),
+            pa.array(src_p, pa.int64()),
+            pa.array(src_o, pa.int64()),
+        ],
+        schema=ROUTED_ARROW_SCHEMA,
+    )
+
+
+def _decode_v1(values: Sequence[bytes | None], partition: int) -> pa.RecordBatch:
     n = len(values)
     table = _fast(values) if n else None
     cols = _columns(table) if table is not None else _slow(values)

@@ -97,7 +97,8 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
         self.metrics: RouteMetrics = metrics.route(route.route_name, self.partitioner_name, route.combiners)
         self.stats = DataPlaneStats()
         self.group_id = f"{router.app_id}.{route.route_name}"
-        self.extractor = Extractor(route, router.max_key_bytes)
+        # format 2 carries the raw value as opaque bytes: its batches may be parsed by Arrow (see router.extract)
+        self.extractor = Extractor(route, router.max_key_bytes, vectorized=router.routed_format == 2)
         self.exactly_once = router.delivery == "exactly_once"
         self.window = WindowTracker(route.combiners, route.window.slide) if router.window_metrics else None
         self._count_window = route.window.kind == "count"
@@ -270,11 +271,6 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
     def _extract(self, msgs: Sequence[RawMessage]) -> tuple[Extracted, int]:
         limit_ms = int(time.time() * 1000) + self._ahead_ms  # wall clock + tolerance
         return self.extractor.extract(msgs, None if self._clamp else limit_ms), limit_ms
-
-    def route_batch(self, msgs: Sequence[RawMessage]) -> tuple[Extracted, np.ndarray]:
-        """The CPU half of a batch without Kafka (memory benchmark): extract with the time bound, then assign."""
-        ext, limit_ms = self._extract(msgs)
-        return ext, self._assign(ext, limit_ms)
 
     def _complete(self) -> None:
         """Deliver and commit the batch in flight, if any (also on revoke and on a clean stop)."""

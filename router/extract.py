@@ -11,19 +11,33 @@ plus the route's ``time.max_ahead_ms``) to at most that far in the future: a pro
 one record from the year 3000, would otherwise hold the window clock (a running maximum) in the future and stop
 every window from closing. Measures must be finite numbers.
 
-Per record it does one ``orjson.loads`` (which also validates the value's UTF-8, as the routed wire format
-embeds the raw JSON verbatim), a few dict lookups and type checks; no model objects.
+Per record it does one ``orjson.loads`` (which also validates the value's UTF-8, as routed format 1 embeds the
+raw JSON verbatim), a few dict lookups and type checks; no model objects. With ``vectorized`` (the data plane
+sets it under routed format 2, which carries the raw value as opaque bytes) and top-level key, time and measure
+fields (or the Kafka timestamp), a batch of records averaging at least 128 bytes is parsed at once by Arrow's
+JSON reader instead (thread CPU per record on this host: 1.13 against 1.27 us for 185-byte records; for the
+router benchmark's 22-byte records the per-record path is as fast or faster, 0.57 against 0.56-0.67 us, so it
+stays). Most of the remaining cost is the per-message accessors of confluent-kafka. Any record the vectorized
+path has a doubt about (a missing or empty key, a time out of bounds, a large record) goes through the
+per-record path, which gives the exact answer or error; a batch Arrow cannot read as a whole (a field of another
+JSON type, a value that is not an object, a literal newline, invalid UTF-8) goes through it entirely.
 """
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any, Protocol
 
+import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
 
 from schemas.exceptions import RecordError
 from schemas.settings import KeySpec, RouteSettings, TimeSpec
@@ -263,7 +277,7 @@ class Extractor:
     ``max_key_bytes`` bounds a key's UTF-8 size; records larger than ``route.max_record_bytes`` are bad.
     """
 
-    def __init__(self, route: RouteSettings, max_key_bytes: int = 4096) -> None:
+    def __init__(self, route: RouteSettings, max_key_bytes: int = 4096, *, vectorized: bool = False) -> None:
         self.route = route
         self.max_record_bytes = route.max_record_bytes
         self._key = _key_getter(route.key, max_key_bytes)
@@ -277,6 +291,7 @@ class Extractor:
         self._fast_key: str | None = route.key.field if simple else None
         self._time_field = (route.time.field or "t") if route.time.source == "field" else "timestamp"
         self._max_time = MAX_TIME_MS  # this batch's upper bound of event times (see extract)
+        self._arrow = _arrow_plan(route) if vectorized else None
 
     def extract(self, messages: Sequence[RawMessage], max_time_ms: int | None = None) -> Extracted:
         """Split a batch into good records (extracted) and bad ones (with the reason), keeping input order.
@@ -284,6 +299,10 @@ class Extractor:
         Records whose event time is above ``max_time_ms`` (the wall clock plus the tolerance) are bad.
         """
         self._max_time = MAX_TIME_MS if max_time_ms is None else min(max_time_ms, MAX_TIME_MS)
+        if self._arrow is not None and len(messages) >= _ARROW_MIN:
+            done = self._extract_arrow(messages, self._arrow)
+            if done is not None:
+                return done
         if self._fast_key is not None:
             return self._extract_fast(messages, self._fast_key)
         out = Extracted()
@@ -366,3 +385,112 @@ class Extractor:
             add_off(m.offset())  # type: ignore[arg-type]
         out.measures = [None] * len(out.keys)
         return out
+
+    def _extract_arrow(self, messages: Sequence[RawMessage], plan: _ArrowPlan) -> Extracted | None:
+        """Top-level fields of the whole batch parsed by Arrow; ``None`` when Arrow cannot read the batch."""
+        values = [m.value() for m in messages]
+        n = len(values)
+        try:
+            joined = b"\n".join(values)  # type: ignore[arg-type]  # a None value raises: record by record then
+        except TypeError:
+            return None
+        if not _ARROW_MIN_BYTES * n <= len(joined) <= _ARROW_MAX_BYTES or joined.count(b"\n") != n - 1:
+            return None  # small records (per record is as fast), a huge batch, or a newline inside a record
+        try:
+            pa.array([joined], pa.binary()).cast(pa.string())  # UTF-8 checked (orjson refuses invalid UTF-8)
+            table = pj.read_json(
+                io.BytesIO(joined),
+                read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(joined) + 1)),
+                parse_options=plan.parse,
+            )
+        except pa.ArrowException:  # anything Arrow cannot read: the per-record path decides
+            return None
+        if table.num_rows != n:
+            return None
+        key = table.column(plan.key).combine_chunks()
+        chars = pc.utf8_length(key)
+        ok = pc.fill_null(pc.and_(pc.greater(chars, 0), pc.less_equal(chars, self._max_key_chars)), False)
+        sizes = np.fromiter(map(len, values), dtype=np.int64, count=n)  # type: ignore[arg-type]
+        good = ok.to_numpy(zero_copy_only=False) & (sizes <= self.max_record_bytes)
+        if plan.time is None:
+            flat = chain.from_iterable([m.timestamp() for m in messages])  # (kind, ms) pairs
+            stamps = np.fromiter(flat, dtype=np.int64, count=2 * n).reshape(n, 2)
+            times = stamps[:, 1]
+            good &= stamps[:, 0] != 0
+        else:
+            col = table.column(plan.time).combine_chunks()
+            good &= col.is_valid().to_numpy(zero_copy_only=False)
+            times = col.fill_null(-1).to_numpy()
+        good &= (times >= 0) & (times <= self._max_time)
+        if plan.measure is not None:
+            measures: list[float | None] = table.column(plan.measure).to_pylist()
+        else:
+            measures = [None] * n
+        keys: list[str] = key.to_pylist()
+        t_list: list[int] = times.tolist()
+        if good.all():
+            parts: list[int] = [m.partition() for m in messages]  # type: ignore[misc]  # never None when consumed
+            offsets: list[int] = [m.offset() for m in messages]  # type: ignore[misc]
+            return Extracted(keys, t_list, measures, values, parts, offsets)  # type: ignore[arg-type]  # no None
+        out = Extracted()
+        one = self._one
+        for i, m in enumerate(messages):
+            if good[i]:
+                k, t, x, v = keys[i], t_list[i], measures[i], values[i]
+            else:
+                try:
+                    k, t, x, v = one(m)
+                except RecordError as err:
+                    out.bad.append(BadRecord(m, err))
+                    continue
+                except Exception as exc:
+                    out.bad.append(BadRecord(m, unexpected(exc)))
+                    continue
+            out.keys.append(k)
+            out.times.append(t)
+            out.measures.append(x)
+            out.values.append(v)  # type: ignore[arg-type]  # not None: a None value left the fast path
+            out.partitions.append(m.partition())  # type: ignore[arg-type]
+            out.offsets.append(m.offset())  # type: ignore[arg-type]
+        return out
+
+
+#: Smaller batches are extracted record by record (Arrow's fixed cost per call is not worth it).
+_ARROW_MIN = 64
+#: Batches of smaller records on average are extracted record by record (measured: see the module docstring).
+_ARROW_MIN_BYTES = 128
+#: Larger batches (bytes) are extracted record by record (Arrow's binary/string offsets are 32-bit).
+_ARROW_MAX_BYTES = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class _ArrowPlan:
+    """What the vectorized path reads: top-level field names, and the Arrow parse options asking for them."""
+
+    key: str
+    time: str | None  # None: the Kafka timestamp
+    measure: str | None
+    parse: pj.ParseOptions
+
+
+def _arrow_plan(route: RouteSettings) -> _ArrowPlan | None:
+    """The vectorized plan for a route whose key, time and measure are top-level fields, else ``None``."""
+    top = lambda path: path is not None and "." not in path  # noqa: E731
+    if route.key.source != "field" or not top(route.key.field):
+        return None
+    time_field = None
+    if route.time.source == "field":
+        if not top(route.time.field or "t") or route.time.unit != "ms":
+            return None
+        time_field = route.time.field or "t"
+    if route.value_field is not None and not top(route.value_field):
+        return None
+    fields = [(route.key.field or "key", pa.string())]
+    if time_field is not None:
+        fields.append((time_field, pa.int64()))
+    if route.value_field is not None:
+        fields.append((route.value_field, pa.float64()))
+    if len({name for name, _ in fields}) != len(fields):
+        return None
+    parse = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore")
+    return _ArrowPlan(route.key.field or "key", time_field, route.value_field, parse)

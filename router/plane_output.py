@@ -41,7 +41,7 @@ from router.plane_parts import (
     refused_source,
 )
 from schemas.exceptions import RecordError
-from schemas.records import encode_routed
+from schemas.records import encode_routed, encode_routed_v2_batch
 from schemas.settings import RouterSettings, RouteSettings
 
 __all__ = ["PlaneOutput"]
@@ -69,6 +69,41 @@ class PlaneOutput:
 
     def _produce(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
         """Produce the routed records; returns those that failed on their own (to be dead-lettered)."""
+        if self.router.routed_format == 1:
+            return self._produce_v1(ext, combiners)
+        return self._produce_v2(ext, combiners)
+
+    def _produce_v2(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
+        """Wire format 2: the values built for the whole batch at once, then one ``produce()`` per record.
+
+        Not ``produce_batch``: it wants one dict per record, and building those cost more than it saves (measured
+        on this host: 0.78 µs of thread CPU per record for ``produce()`` against 1.20 for dicts + one
+        ``produce_batch`` per combiner; 1.26 against 1.49 µs counting librdkafka's threads up to the flush).
+        The partition is passed by position: confluent-kafka's keyword parsing cost 0.57 against 0.38 µs per call.
+        """
+        src, out = self.route.raw_topic, self.route.combiner_topic_name
+        produce, poll, skip = self.producer.produce, self.producer.poll, self._skip
+        refused: list[BadRecord] = []
+        values = encode_routed_v2_batch(ext.times, ext.partitions, ext.offsets, ext.measures, ext.values)
+        for i, (k, c, v) in enumerate(zip(ext.keys, combiners.tolist(), values, strict=True)):
+            try:
+                if skip and (ext.partitions[i], ext.offsets[i]) in skip:  # exactly_once retry after an abort
+                    raise _Refused(skip.pop((ext.partitions[i], ext.offsets[i])))
+                try:
+                    produce(out, v, k, c)
+                except BufferError:  # local queue full: let librdkafka send, then retry once more
+                    poll(0.1)
+                    produce(out, v, k, c)
+            except KafkaException as exc:
+                if exc.args[0].code() not in PER_RECORD_ERRORS:
+                    raise
+                refused.append(_bad(src, ext, i, refused_source(src, out, k.encode(), v, exc.args[0]).error))
+            except _Refused as why:
+                refused.append(_bad(src, ext, i, why.error))
+        return refused
+
+    def _produce_v1(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
+        """Wire format 1 (JSON envelope), record by record."""
         produce, poll, skip = self.producer.produce, self.producer.poll, self._skip
         out, src = self.route.combiner_topic_name, self.route.raw_topic
         refused: list[BadRecord] = []
@@ -81,10 +116,10 @@ class PlaneOutput:
                     raise _Refused(skip.pop((p, o)))
                 value = encode_routed(k, t, c, src, p, o, x, v)
                 try:
-                    produce(out, value, k, partition=c)
+                    produce(out, value, k, c)
                 except BufferError:  # local queue full: let librdkafka send, then retry once more
                     poll(0.1)
-                    produce(out, value, k, partition=c)
+                    produce(out, value, k, c)
             except BufferError:
                 raise
             except KafkaException as exc:
@@ -258,6 +293,12 @@ class PlaneOutput:
                 self._skip[pos] = str(bad.error.reason)
             else:  # its dead letter was refused: send an envelope next time
                 self._envelope.add(pos)
+
+
+def _bad(src: str, ext: Extracted, i: int, error: RecordError) -> BadRecord:
+    """The bad record of good record ``i`` of a batch (its output was refused)."""
+    k = ext.keys[i].encode("utf-8", "replace")
+    return BadRecord(SourceRecord(src, ext.partitions[i], ext.offsets[i], k, ext.values[i], ext.times[i]), error)
 
 
 class _Refused(Exception):

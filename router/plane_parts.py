@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from router.extract import BadRecord, Extracted, SourceRecord
 from router.partitioners import Partitioner, create
 from schemas.exceptions import ConfigError, RecordError
-from schemas.records import DeadLetter
+from schemas.records import V2_HEAD, V2_HEAD_MEASURE, V2_MEASURE, DeadLetter, decode_routed_record, routed_version
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 __all__ = [
@@ -113,20 +113,29 @@ def check_sizes(kafka: KafkaSettings, router: RouterSettings, route: RouteSettin
 def refused_source(raw_topic: str, topic: str, key: bytes | None, value: bytes | None, err: Any) -> BadRecord:
     """The bad record behind an output (routed record or dead letter) the producer or broker refused.
 
-    Both carry their source position in their JSON value; the refused output itself becomes the payload whose
-    prefix the envelope keeps.
+    Both carry their source position (a routed record of format 2 in its binary prefix, the others in their JSON
+    value). The payload whose prefix the envelope keeps is the refused output itself, except for a routed record
+    of format 2: there it is the raw value behind the prefix, byte for byte (the dead letter then holds the
+    original record, as for a record refused before routing).
     """
     pos: dict[str, Any] = {}
-    try:
-        doc = orjson.loads(value or b"null")
-        if type(doc) is dict:
-            pos = doc
-    except orjson.JSONDecodeError:
-        pass
+    payload = value
+    if routed_version(value) == 2:  # a routed record of format 2: the position is in its binary prefix
+        assert value is not None
+        pos = decode_routed_record(value, key, raw_topic, 0) or {}
+        pos["tp"] = raw_topic
+        payload = value[V2_HEAD_MEASURE if value[0] & V2_MEASURE else V2_HEAD :]
+    else:
+        try:
+            doc = orjson.loads(value or b"null")
+            if type(doc) is dict:
+                pos = doc
+        except orjson.JSONDecodeError:
+            pass
     part, off = pos.get("p", pos.get("partition", 0)), pos.get("o", pos.get("offset", 0))
     src = SourceRecord(
         str(pos.get("tp", pos.get("topic", raw_topic))), int(part) if type(part) is int else 0,
-        int(off) if type(off) is int else 0, key, value,
+        int(off) if type(off) is int else 0, key, payload,
     )  # fmt: skip
     name = err.name() if hasattr(err, "name") else str(err)
     what = "routed record" if "tp" in pos else "dead letter"

@@ -238,6 +238,12 @@ class RouterSettings(FrozenModel):
         description="at_least_once: commit raw offsets after the outputs are acked (dedup downstream on (tp, p, o)); "
         "exactly_once: outputs and offsets in one Kafka transaction per batch (read_committed consumers)",
     )
+    routed_format: Literal[1, 2] = Field(
+        2,
+        description="wire format of the routed records this worker writes: 2 = raw value bytes behind a 19-byte "
+        "binary prefix, the record key as Kafka key; 1 = the JSON envelope of earlier releases (readers accept both "
+        "on one topic, so workers can be upgraded one by one)",
+    )
     on_data_loss: Literal["fail", "skip"] = Field(
         "fail",
         description="a committed raw offset below the log start (retention deleted unread records): fail the "

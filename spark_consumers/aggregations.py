@@ -3,7 +3,7 @@
 The plan of the streaming job, read bottom-up from the source::
 
     kafka columns (one scan task per combiner partition)
-      -> parse_routed            JSON value -> key, event_time, measure, combiner, source position
+      -> parse_routed            routed value -> key, event_time, measure, combiner, source position
                                  (done inside the Python source already when it decodes: decode=routed)
       -> with_event_watermark    withWatermark(event_time, delay)
       -> [dedupe_source_position]  optional: dropDuplicatesWithinWatermark(tp, p, o) -- see its docstring
@@ -111,7 +111,11 @@ def _value_schema(with_raw: bool) -> StructType:
 
 
 def parse_routed(raw: DataFrame, item_field: str | None = None) -> DataFrame:
-    """Kafka columns (``value`` = routed JSON) -> one row per routed record.
+    """Kafka columns (``value`` = a routed record of format 1 or 2) -> one row per routed record.
+
+    Each record's format is told by its first byte (:mod:`schemas.records`); format 2 is decoded with built-in
+    functions over its fixed binary prefix (no JSON parsing; the key is the Kafka key, the source topic the
+    combiner topic's name without ``.combiners``), format 1 with ``from_json``.
 
     ``raw`` may also come decoded already (the skewroute source with ``decode=routed``, which has these output
     columns but ``item``); then only ``item`` is added.
@@ -128,20 +132,60 @@ def parse_routed(raw: DataFrame, item_field: str | None = None) -> DataFrame:
             "key", "event_time", "measure", F.col("measure").cast("string").alias("item"), "combiner",
             "src_topic", "src_partition", "src_offset",
         )  # fmt: skip
+    value = F.col("value")
+    tag = F.hex(F.substring(value, 1, 1))
+    size = F.length(value)
+    with_x = (tag == "12") & (size >= 27)  # routed format 2 (schemas.records), told apart per record
+    v2 = ((tag == "02") & (size >= 19)) | with_x
     parsed = raw.select(
         F.col("partition").cast("int").alias("combiner"),
-        F.from_json(F.col("value").cast("string"), _value_schema(item_field is not None)).alias("r"),
+        v2.alias("v2"),
+        with_x.alias("with_x"),
+        value,
+        F.col("key").cast("string").alias("k2"),
+        F.regexp_replace(F.col("topic"), r"\.combiners$", "").alias("tp2"),
+        F.when(~v2, F.from_json(value.cast("string"), _value_schema(item_field is not None))).alias("r"),
     )
-    item = F.get_json_object(F.col("r.d"), "$." + item_field) if item_field is not None else F.col("r.x").cast("string")
+    v2 = F.col("v2")
+    raw_json = F.expr("substring(value, if(with_x, 28, 20))").cast("string")
+    if item_field is not None:
+        raw_doc = F.when(v2, raw_json).otherwise(F.col("r.d"))
+        item = F.get_json_object(raw_doc, "$." + item_field)
+    else:
+        item = F.when(v2, F.when(F.col("with_x"), _be_double(20))).otherwise(F.col("r.x")).cast("string")
     return parsed.select(
-        F.col("r.k").alias("key"),
-        F.timestamp_millis(F.col("r.t")).alias("event_time"),
-        F.col("r.x").alias("measure"),
+        F.when(v2, F.col("k2")).otherwise(F.col("r.k")).alias("key"),
+        F.timestamp_millis(F.when(v2, _be_int(12, 8)).otherwise(F.col("r.t"))).alias("event_time"),
+        F.when(v2, F.when(F.col("with_x"), _be_double(20))).otherwise(F.col("r.x")).alias("measure"),
         item.alias("item"),
         "combiner",
-        F.col("r.tp").alias("src_topic"),
-        F.col("r.p").alias("src_partition"),
-        F.col("r.o").alias("src_offset"),
+        F.when(v2, F.col("tp2")).otherwise(F.col("r.tp")).alias("src_topic"),
+        F.when(v2, _be_int(2, 2)).otherwise(F.col("r.p")).alias("src_partition"),
+        F.when(v2, _be_int(4, 8)).otherwise(F.col("r.o")).alias("src_offset"),
+    )
+
+
+def _be_int(at: int, width: int) -> Column:
+    """The big-endian integer at 1-based byte ``at`` of ``value`` (format 2's prefix), with built-in functions."""
+    return F.conv(F.hex(F.substring(F.col("value"), at, width)), 16, 10).cast("long")
+
+
+def _be_double(at: int) -> Column:
+    """The big-endian IEEE-754 double at 1-based byte ``at`` of ``value``; NaN (format 2's "no measure") is null.
+
+    Spark SQL cannot cast binary to a number, so the bits are split in hex: 3 digits of sign and exponent, 13 of
+    mantissa (52 bits: exact in a double); the value is rebuilt with a power of two, which is exact.
+    """
+    bits = F.hex(F.substring(F.col("value"), at, 8))
+    top = F.conv(F.substring(bits, 1, 3), 16, 10).cast("int")
+    mantissa = F.conv(F.substring(bits, 4, 13), 16, 10).cast("double")
+    sign = F.when(top >= 2048, F.lit(-1.0)).otherwise(F.lit(1.0))
+    exponent = top % 2048
+    normal = (mantissa + F.lit(float(2**52))) * F.pow(F.lit(2.0), exponent - 1075)
+    return (
+        F.when(exponent == 2047, F.lit(None).cast("double"))
+        .when(exponent == 0, sign * mantissa * F.lit(2.0**-1074))
+        .otherwise(sign * normal)
     )
 
 

@@ -10,7 +10,7 @@ from router.commands import LAB
 
 __all__ = ["register"]
 
-MODES = ("both", "pairs", "separate")
+MODES = ("both", "pairs", "separate", "release")
 
 
 def router_bench(
@@ -25,13 +25,20 @@ def router_bench(
     workloads: str = typer.Option("zipf1.5,uniform", "--workloads", help="comma-separated: zipf1.5, uniform"),
     timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="longest run of one worker process (s)"),
     producer_conf: str = typer.Option("{}", "--producer-conf", help="extra librdkafka producer properties (JSON)"),
-    out: Path = typer.Option(Path("reports"), "--out", "-o", help="report folder (writes `router-throughput.md`)"),
+    out: Path = typer.Option(
+        Path("reports"), "--out", "-o", help="report folder (writes `router-throughput.md` and `.json`)"
+    ),
+    formats: str = typer.Option("2", "--formats", help="routed wire formats to run this code with: 1, 2 or 1,2"),
+    baseline: Path | None = typer.Option(
+        None, "--baseline", help="source tree of an earlier release (e.g. a git worktree) run side by side (release)"
+    ),
     hotpath: bool = typer.Option(False, "--hotpath", help="only the in-memory per-phase CPU profile (no broker)"),
     mode: str = typer.Option(
         "both",
         "--mode",
         help="`pairs`: pass-through and each partitioner in one process, turn by turn (robust "
-        "ratios); `separate`: one worker process per configuration (absolute rates); `both`",
+        "ratios); `separate`: one worker process per configuration (absolute rates); `both`; `release`: each "
+        "configuration per --formats and with --baseline, adjacent runs (CPU, bytes and broker CPU per record)",
     ),  # fmt: skip
     brokers: str = typer.Option(
         "tansu",
@@ -54,7 +61,7 @@ def router_bench(
     main(
         records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, partitioners=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, out=out, hotpath=hotpath, mode=mode,
-        brokers=brokers,
+        brokers=brokers, formats=formats, baseline=baseline,
     )  # fmt: skip
 
 

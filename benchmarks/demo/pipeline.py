@@ -27,6 +27,7 @@ from benchmarks.topic_reader import read_topic
 from connectors.admin import ensure_route_topics, partition_count
 from connectors.kafka import make_admin
 from schemas.exceptions import SkewrouteError
+from schemas.records import decode_routed_record
 from spark_consumers.observability import BatchStats
 
 __all__ = ["DemoRunError", "PipelineRun", "Progress", "WorkerView", "run_pipeline", "stop_query"]
@@ -270,8 +271,9 @@ def stop_query(handle: Any, wait_s: float = 15.0) -> None:
 
 def _combiner_records(plan: RunPlan, total: int) -> list[dict[str, Any]]:
     """Every routed record of the combiner topic, decoded."""
-    records = read_topic(plan.settings.kafka, plan.route.combiner_topic_name, expected=total, idle_s=3.0)
-    return [orjson.loads(r.value or b"null") for r in records]
+    topic = plan.route.combiner_topic_name
+    records = read_topic(plan.settings.kafka, topic, expected=total, idle_s=3.0)
+    return [decode_routed_record(r.value, r.key, topic, r.partition) or {} for r in records]
 
 
 def read_results(

@@ -17,6 +17,7 @@ from connectors.kafka import make_admin, make_consumer, make_producer
 from router.dataplane import RouteDataPlane
 from router.observability import RouterMetrics
 from router.plane_parts import make_partitioner
+from schemas.records import decode_routed_record
 from schemas.settings import KafkaSettings, SkewrouteSettings
 
 RAW_PARTITIONS = 4
@@ -80,7 +81,8 @@ def wait_for(cond: Any, timeout: float, what: str = "condition") -> None:
 
 def routed(kafka: KafkaSettings, topic: str, expected: int | None = None) -> list[tuple[TopicRecord, dict[str, Any]]]:
     """The combiner topic's records with their decoded routed values."""
-    return [(r, orjson.loads(r.value or b"null")) for r in read_topic(kafka, topic, expected=expected, idle_s=2.0)]
+    recs = read_topic(kafka, topic, expected=expected, idle_s=2.0)
+    return [(r, decode_routed_record(r.value, r.key, topic, r.partition) or {}) for r in recs]
 
 
 def multiset_in(records: Sequence[tuple[bytes | None, bytes | None]]) -> Counter[tuple[str, bytes]]:

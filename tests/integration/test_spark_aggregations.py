@@ -7,7 +7,7 @@ import random
 import pytest
 from pyspark.sql import functions as F
 
-from schemas.records import encode_routed
+from schemas.records import encode_routed, encode_routed_v2
 from schemas.spark_settings import AGGREGATION_PROFILES
 from spark_consumers.aggregations import (
     AggSpec,
@@ -30,16 +30,22 @@ def _records(n: int = 3000, seed: int = 3) -> list[Rec]:
     return [Rec(rng.choice(keys), T0 + rng.randrange(0, 60_000), float(rng.randrange(-500, 500))) for _ in range(n)]
 
 
-def _kafka_df(spark, recs: list[Rec], combiners: int = 4, dup_every: int = 0):
+def _encode(fmt: str, i: int, r: Rec, c: int, raw: bytes, replay: bool = False) -> bytes:
+    """Format 1, format 2, or (``mixed``) alternating: one topic written during a rolling upgrade."""
+    if fmt == "v2" or (fmt == "mixed" and (i + replay) % 2):
+        return encode_routed_v2(r.t, 0, i, r.x, raw)
+    return encode_routed(r.key, r.t, c, "raw", 0, i, r.x, raw)
+
+
+def _kafka_df(spark, recs: list[Rec], combiners: int = 4, dup_every: int = 0, fmt: str = "v1"):
     rows = []
     for i, r in enumerate(recs):
         c = i % combiners  # round robin: every key split over every combiner
         raw = b'{"item":"i%d","i":%d}' % (i % 7, i)
-        v = encode_routed(r.key, r.t, c, "raw", 0, i, r.x, raw)
-        rows.append((r.key.encode(), v, "raw.combiners", c, i))
-        if dup_every and i % dup_every == 0:  # an at-least-once replay, sent to another combiner
-            rows.append((r.key.encode(), encode_routed(r.key, r.t, (c + 1) % combiners, "raw", 0, i, r.x, raw),
-                         "raw.combiners", (c + 1) % combiners, 10**6 + i))  # fmt: skip
+        rows.append((r.key.encode(), _encode(fmt, i, r, c, raw), "raw.combiners", c, i))
+        if dup_every and i % dup_every == 0:  # an at-least-once replay, sent to another combiner (other format)
+            again = _encode(fmt, i, r, (c + 1) % combiners, raw, replay=True)
+            rows.append((r.key.encode(), again, "raw.combiners", (c + 1) % combiners, 10**6 + i))
     return spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long")
 
 
@@ -91,9 +97,23 @@ def test_approx_distinct_and_top_k(spark) -> None:
         assert sum(x["count"] for x in row["top_k"]) <= row["count"]
 
 
-def test_dedupe_source_position_drops_replays(spark) -> None:
+def test_formats_decode_to_the_same_rows(spark) -> None:
+    recs = _records(300)
+    recs[5] = Rec(recs[5].key, recs[5].t, -0.0)
+    recs[6] = Rec(recs[6].key, recs[6].t, 1e-310)  # subnormal: the SQL rebuild of the double stays exact
+    recs[7] = Rec(recs[7].key, recs[7].t, -123456.789e200)
+    recs[8] = Rec(recs[8].key, recs[8].t, None)
+    for item in (None, "item"):
+        want = parse_routed(_kafka_df(spark, recs), item_field=item).orderBy("src_offset").collect()
+        for fmt in ("v2", "mixed"):
+            got = parse_routed(_kafka_df(spark, recs, fmt=fmt), item_field=item).orderBy("src_offset").collect()
+            assert got == want, (fmt, item)
+
+
+@pytest.mark.parametrize("fmt", ["v1", "v2", "mixed"])
+def test_dedupe_source_position_drops_replays(spark, fmt: str) -> None:
     recs = _records(1000)
-    parsed = parse_routed(_kafka_df(spark, recs, dup_every=3)).withWatermark("event_time", "1 minute")
+    parsed = parse_routed(_kafka_df(spark, recs, dup_every=3, fmt=fmt)).withWatermark("event_time", "1 minute")
     assert parsed.count() > len(recs)
     got = _collect(final_aggregates(dedupe_source_position(parsed), AggSpec()))
     assert_same(got, reference(recs, 10_000, 10_000))

@@ -128,15 +128,18 @@ def test_transaction_markers_end_a_range(spark, kafka, topic) -> None:
 
 def test_decode_routed_equals_spark_json_parsing(spark, kafka, topic) -> None:
     """decode=routed gives exactly the rows parse_routed computes with from_json from the raw Kafka columns."""
-    from schemas.records import encode_routed
+    from schemas.records import encode_routed, encode_routed_v2
     from spark_consumers.aggregations import parse_routed
 
     ensure_topics(make_admin(kafka), [TopicSpec(topic, 3, exact=True)])
     p = make_producer(kafka, **{"linger.ms": 50})
-    for i in range(3000):
+    for i in range(3000):  # formats 1 and 2 on one topic (a rolling upgrade), in runs of 7
         x = None if i % 5 == 0 else i / 4
-        p.produce(topic, value=encode_routed(f"k{i % 17}", 1_700_000_000_000 + i, i % 3, "raw", 1, i, x, b"{}"),
-                  partition=i % 3)  # fmt: skip
+        k, t = f"k{i % 17}", 1_700_000_000_000 + i
+        if (i // 7) % 2:
+            p.produce(topic, key=k, value=encode_routed_v2(t, 1, i, x, b"{}"), partition=i % 3)
+        else:
+            p.produce(topic, value=encode_routed(k, t, i % 3, topic, 1, i, x, b"{}"), partition=i % 3)
     p.produce(topic, value=b"garbage", partition=0)
     assert p.flush(30) == 0
     register_source(spark)

@@ -175,3 +175,41 @@ def test_a_routed_record_the_broker_refuses_goes_to_the_dlq_and_the_batch_commit
     assert topic == "raw.dlq" and (dl.partition, dl.offset) == (0, 7) and dl.truncated
     assert "refused the routed record" in dl.error and "MSG_SIZE_TOO_LARGE" in dl.error
     assert plane._committed == {0: 10} and (plane.stats.routed, plane.stats.dead) == (4, 1)
+
+
+class _PickyProducer(FakeProducer):
+    """Refuses one value for its size, and has a full queue once."""
+
+    def __init__(self, too_big: bytes) -> None:
+        super().__init__()
+        self.too_big, self.full_once, self.keys = too_big, True, []  # type: ignore[var-annotated]
+
+    def produce(self, topic: str, value: bytes, key: Any = None, partition: int = -1) -> None:
+        if self.too_big in value:
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+        if self.full_once:
+            self.full_once = False
+            raise BufferError("queue full")
+        self.keys.append((key, partition))
+        super().produce(topic, value)
+
+
+@pytest.mark.parametrize("fmt", [1, 2])
+def test_produce_writes_the_chosen_format_and_returns_refused_records(fmt: int) -> None:
+    from router.extract import Extracted
+    from schemas.records import decode_routed_record, routed_version
+
+    router = RouterSettings(instance_id="w1", routed_format=fmt)  # type: ignore[arg-type]
+    plane = RouteDataPlane(KafkaSettings(), router, RouteSettings(raw_topic="raw"), RouterMetrics("w1"),
+                           instance_id="w1")  # fmt: skip
+    big = b'{"big":"' + b"x" * 50 + b'"}'
+    ext = Extracted(["a", "b", "c"], [5, 6, 7], [None, 1.5, None], [b"{}", big, b"[1]"], [0, 1, 2], [10, 11, 12])
+    plane.producer = _PickyProducer(big[-20:])  # type: ignore[assignment]
+    import numpy as np
+
+    refused = plane._produce(ext, np.array([3, 1, 0], dtype=np.int32))
+    assert [(b.message.offset(), b.message.value()) for b in refused] == [(11, big)]  # the raw record
+    assert plane.producer.keys == [("a", 3), ("c", 0)]  # type: ignore[attr-defined]
+    got = [decode_routed_record(v, b"k", "raw.combiners", 0) for _, v in plane.producer.produced]  # type: ignore[attr-defined]
+    assert [routed_version(v) for _, v in plane.producer.produced] == [fmt, fmt]  # type: ignore[attr-defined]
+    assert [(d["p"], d["o"], d["t"], d["d"]) for d in got if d] == [(0, 10, 5, {}), (2, 12, 7, [1])]

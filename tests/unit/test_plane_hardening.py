@@ -15,6 +15,7 @@ from router.partitioners import keys as keys_mod
 from router.partitioners.keys import KeyCodec
 from router.plane_parts import check_sizes, dead_letter, dead_letter_bytes, refused_source
 from schemas.exceptions import ConfigError, RecordError
+from schemas.records import encode_routed_v2
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 
@@ -84,11 +85,15 @@ def test_dead_letter_of_a_large_record_is_a_small_envelope() -> None:
     assert not small.truncated and base64.b64decode(small.value_b64 or "") == b"{}"
 
 
-def test_refused_routed_record_keeps_its_source_position() -> None:
+@pytest.mark.parametrize("fmt", [1, 2])
+def test_refused_routed_record_keeps_its_source_position(fmt: int) -> None:
     routed = b'{"v":1,"k":"a","t":1,"c":0,"tp":"raw","p":2,"o":9,"x":null,"d":{}}'
+    if fmt == 2:
+        routed = encode_routed_v2(1, 2, 9, None, b"{}")
     bad = refused_source("raw", "raw.combiners", b"a", routed, "MSG_SIZE_TOO_LARGE")
-    assert (bad.message.partition(), bad.message.offset()) == (2, 9)
+    assert (bad.message.topic(), bad.message.partition(), bad.message.offset()) == ("raw", 2, 9)
     assert "refused the routed record" in bad.error.reason
+    assert bad.message.value() == (b"{}" if fmt == 2 else routed)  # format 2: the raw record, byte for byte
 
 
 def test_settings_that_cannot_fit_the_producer_limit_are_refused() -> None:
@@ -170,7 +175,8 @@ def test_a_far_future_record_never_moves_the_window_clock_past_the_tolerance(pol
     plane = RouteDataPlane(KafkaSettings(), RouterSettings(), route, RouterMetrics("w"), instance_id="w")
     now = int(time.time() * 1000)
     msgs = [Msg(b'{"key":"a"}', ts=now - 5), Msg(b'{"key":"b"}', ts=now + 10 * 365 * 86_400_000, o=1)]
-    ext, combiners = plane.route_batch(msgs)
+    ext, limit_ms = plane._extract(msgs)
+    combiners = plane._assign(ext, limit_ms)
     assert plane._clock <= time.time() * 1000 + 3_600_000
     if policy == "clamp":
         assert ext.offsets == [0, 1] and combiners.size == 2 and plane._clock >= now + 3_500_000

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from connectors.routed_decode import ROUTED_ARROW_SCHEMA, decode_routed
-from schemas.records import RoutedRecord, encode_routed
+from schemas.records import V2_HEAD, RoutedRecord, encode_routed, encode_routed_v2
 
 
 def _value(i: int, measure: float | None = 1.5, raw: bytes = b'{"i":1}') -> bytes:
@@ -46,3 +46,45 @@ def test_integer_measure_and_empty_batch() -> None:
     v = b'{"v":1,"k":"a","t":5,"c":0,"tp":"r","p":0,"o":7,"x":3,"d":{}}'
     assert decode_routed([v], 1).to_pylist()[0]["measure"] == 3.0
     assert decode_routed([], 1).num_rows == 0
+
+
+def _v2(i: int, measure: float | None = 1.5, raw: bytes = b'{"i":1}') -> tuple[bytes, bytes]:
+    return f"k{i}".encode(), encode_routed_v2(1_700_000_000_000 + i, 2, 1000 + i, measure, raw)
+
+
+def test_format_2_decodes_like_format_1() -> None:
+    pairs = [_v2(i, None if i % 3 == 0 else float(i)) for i in range(300)]
+    v2 = decode_routed([v for _, v in pairs], 5, [k for k, _ in pairs], "clicks.combiners").to_pylist()
+    v1 = decode_routed([_value(i, None if i % 3 == 0 else float(i)) for i in range(300)], 5).to_pylist()
+    assert v2 == v1
+
+
+def test_formats_1_and_2_mixed_in_one_batch_keep_their_order() -> None:
+    values, keys = [], []
+    for i in range(40):
+        if i % 3:
+            k, v = _v2(i, float(i) if i % 2 else None)
+        else:
+            k, v = b"ignored", _value(i, float(i) if i % 2 else None)
+        keys.append(k)
+        values.append(v)
+    values.append(b"\x02short")  # a format-2 tag without a whole prefix: not a routed record, a row of nulls
+    keys.append(b"x")
+    rows = decode_routed(values, 1, keys, "clicks.combiners").to_pylist()
+    assert [r["key"] for r in rows] == [f"k{i}" for i in range(40)] + [None]
+    assert [r["src_offset"] for r in rows[:40]] == [1000 + i for i in range(40)]
+    assert [r["measure"] for r in rows[:40]] == [float(i) if i % 2 else None for i in range(40)]
+    assert {r["src_topic"] for r in rows[:40]} == {"clicks"}
+
+
+def test_format_2_keeps_the_raw_bytes_and_a_custom_topic_name() -> None:
+    raw = b"\xff not even json \n"
+    k, v = b"u1", encode_routed_v2(7, 65_535, 2**40, None, raw)
+    assert v.endswith(raw) and len(v) == V2_HEAD + len(raw)
+    (row,) = decode_routed([v], 0, [k], "custom-out").to_pylist()
+    assert (row["key"], row["src_topic"], row["src_partition"], row["src_offset"]) == (
+        "u1",
+        "custom-out",
+        65_535,
+        2**40,
+    )

@@ -85,3 +85,34 @@ def test_kafka_key_source() -> None:
         "key: the Kafka key is missing", "key: the Kafka key is not valid UTF-8", out.bad[2].error.args[0]
     ]  # fmt: skip
     assert out.bad[2].error.field == "value"
+
+
+_ODD = [b'{"key":"a","x":1}', b'{"key":7}', b"{bad", b'{"key":""}', b'{"nokey":1}', b'["key"]', b"5", b"null",
+        b'{"key":null}', b'{"key":"dup","key":"last"}', b'{"key":"' + b"k" * 5000 + b'"}', b'{"key":"\xff"}',
+        b'{"key":"ok","o":"\xfe"}',
+        b'{"key":"n\\u00e9","t":12,"m":2.5}', b'{"key":"z","t":-1}', b'{"key":"z","t":1.5,"m":"x"}',
+        b'{"key":"z","t":9007199254740993}', b'{"key":"x","t":null,"m":null}', b' {"key":"sp"} ', b"",
+        b'{"key":{"a":1}}', b'{"key":"big","pad":"' + b"p" * 2_000_000 + b'"}']  # fmt: skip
+
+
+def _extracted(ex: Extractor, msgs: list[SourceRecord]) -> tuple[object, ...]:
+    out = ex.extract(msgs, 1_800_000_000_000)
+    bad = [(b.message.offset(), b.error.field, b.error.reason) for b in out.bad]
+    return out.keys, out.times, out.measures, out.values, out.partitions, out.offsets, bad
+
+
+@pytest.mark.parametrize(
+    "route",
+    [{}, {"time": {"source": "field", "field": "t"}}, {"time": {"source": "field", "field": "t"}, "value_field": "m"},
+     {"value_field": "m"}],
+    ids=["kafka-ts", "field-time", "field-time+measure", "measure"],
+)  # fmt: skip
+@pytest.mark.parametrize("odd", range(len(_ODD) + 1))
+def test_vectorized_extraction_equals_record_by_record(route: dict[str, object], odd: int) -> None:
+    """One odd record among good ones: the Arrow path gives exactly what the per-record path gives."""
+    pad = b"p" * 150  # records large enough for the vectorized path
+    good = [b'{"key":"k%d","t":%d,"m":%d,"pad":"%s"}' % (i, 1_700_000_000_000 + i, i, pad) for i in range(100)]
+    values = good[:50] + ([_ODD[odd]] if odd < len(_ODD) else []) + good[50:]
+    msgs = [Msg(v, o=i, ts=None if i == 70 else 1_700_000_000_000 + i) for i, v in enumerate(values)]
+    r = _route(max_record_bytes=1_000_000, **route)
+    assert _extracted(Extractor(r, vectorized=True), msgs) == _extracted(Extractor(r), msgs)

@@ -2,7 +2,18 @@ import orjson
 import pytest
 
 from schemas.control import ControlMessageError, GlobalMessage, SyncMessage, encode_control, parse_control
-from schemas.records import RoutedRecord, encode_routed, routed_spark_schema
+from schemas.records import (
+    V2_HEAD,
+    V2_HEAD_MEASURE,
+    RoutedRecord,
+    decode_routed_record,
+    encode_routed,
+    encode_routed_v2,
+    encode_routed_v2_batch,
+    routed_spark_schema,
+    routed_version,
+    source_topic,
+)
 
 
 def test_fast_encoder_matches_model() -> None:
@@ -27,6 +38,36 @@ def test_spark_schema_covers_every_wire_field() -> None:
     fields = [f.name for f in routed_spark_schema().fields]
     wire = list(orjson.loads(encode_routed("k", 1, 0, "t", 0, 0, None, b"null")))
     assert fields == wire
+
+
+def test_format_2_batch_encoder_matches_the_record_encoder_and_decodes_back() -> None:
+    raws = [b'{"a":1}', b"", b"\x00binary"]
+    times, parts, offs = [1, 2**52, 0], [0, 7, 65_535], [0, 2**62, 5]
+    for measures in ([None, None, None], [None, -0.5, 1e300]):
+        batch = encode_routed_v2_batch(times, parts, offs, measures, raws)
+        single = [encode_routed_v2(*row) for row in zip(times, parts, offs, measures, raws, strict=True)]
+        if any(x is not None for x in measures):  # a batch with a measure gives every record the measure layout
+            single = [encode_routed_v2(t, p, o, x if x is not None else float("nan"), r)
+                      for t, p, o, x, r in zip(times, parts, offs, measures, raws, strict=True)]  # fmt: skip
+        assert batch == single
+        head = V2_HEAD_MEASURE if measures[1] is not None else V2_HEAD
+        for v, raw, t, p, o, x in zip(batch, raws, times, parts, offs, measures, strict=True):
+            assert len(v) == head + len(raw) and v[head:] == raw and routed_version(v) == 2
+            d = decode_routed_record(v, b"key", "clicks.combiners", 3)
+            assert d is not None
+            assert (d["k"], d["t"], d["c"], d["tp"], d["p"], d["o"], d["x"]) == ("key", t, 3, "clicks", p, o, x)
+
+
+def test_format_2_refuses_partitions_it_cannot_carry() -> None:
+    with pytest.raises(ValueError, match="routed_format=1"):
+        encode_routed_v2_batch([1], [65_536], [0], [None], [b"{}"])
+
+
+def test_versions_are_told_apart_by_the_first_byte() -> None:
+    v1 = encode_routed("k", 1, 0, "t", 0, 0, None, b"null")
+    assert routed_version(v1) == 1 and decode_routed_record(v1, b"k", "x", 0) == orjson.loads(v1)
+    assert [routed_version(v) for v in (b"", None, b"\x02short", b"[1]")] == [None, None, None, None]
+    assert source_topic("raw.combiners") == "raw" and source_topic("out") == "out"
 
 
 def test_control_round_trip() -> None:
