@@ -134,7 +134,8 @@ class KeySlots:
     """Slot lifecycle of :class:`~router.partitioners.dalton.DaltonPartitioner` (see the module doc)."""
 
     n: int
-    tail: str
+    #: whether keys get two distinct candidates (sticky placement, affinity tail) besides the hash combiner
+    two_candidates: bool
     slots: SlotTable
     win: SlidingState
     stats: FrequencyStats
@@ -159,7 +160,7 @@ class KeySlots:
             slots[miss] = new
             h = hashes[miss]
             self.cand[new, 0] = h[:, 0] % np.uint32(self.n)
-            if self.tail == "affinity":  # distinct_candidates(h, n, 2), inlined for small batches
+            if self.two_candidates:  # distinct_candidates(h, n, 2), inlined for small batches
                 c1 = h[:, 0] % np.uint32(self.n)
                 c2 = h[:, 1] % np.uint32(self.n)
                 self.cand[new, 1] = c1

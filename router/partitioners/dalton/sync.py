@@ -42,6 +42,14 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
     frequency-weighted average (:func:`~.bandit.weighted_average`) of this router's and the peers' rows;
     keys only peers know become hot here. Independent of the order of the peers.
 
+Sticky placement (the default). What routers share is where their split and hot keys are in the current
+scope (micro-batch): the SYNC's ``qtable`` row of such a key is its combiner set in the sender's current
+scope (``1.0`` for a combiner holding it, ``0.0`` otherwise), weighted by the key's tuples. The reducer
+averages rows as usual, so a combiner with a positive global value holds the key on some router. A router
+applying the GLOBAL (or merging peers' snapshots) treats those combiners as holding the key for the rest of
+its scope: the key fills them before it reaches another one, so P routers converge on one set per key
+instead of P. Keys not shared follow the probe order of :mod:`.sticky`, the same on every router.
+
 A reducer averages ``qtable`` rows with the ``weights`` as weights (:func:`~.bandit.weighted_average`
 is the reference; it weights every contribution, unlike the reference code's first SYNC) and computes
 ``GL = sum(records)`` and the hot keys from the summed ``top_keys`` counts (a key once per router).
@@ -75,13 +83,26 @@ class Learner(Protocol):
     last_global_block: Any
     records_since_sync: Any
     sync_counts: Any
+    placement: Any
+    shared_ids: Any
+    shared_rows: Any
+    shared_block: Any
 
     def flush_sync_counts(self) -> None:
         """Add the pending per-segment counts to the sync counts."""
         ...
 
 
-__all__ = ["MAX_BUFFER", "PAYLOAD_VERSION", "apply_global", "leave_await", "make_payload", "merge_states"]
+__all__ = [
+    "MAX_BUFFER",
+    "PAYLOAD_VERSION",
+    "apply_global",
+    "leave_await",
+    "make_payload",
+    "merge_states",
+    "scope_sets",
+    "share",
+]
 
 PAYLOAD_VERSION = 1
 #: Most rewards buffered in AWAIT (one per bandit decision, not per tuple): then AWAIT is left.
@@ -97,10 +118,17 @@ def make_payload(p: Learner) -> dict[str, Any]:
     order = np.lexsort((ids, -counts[seen]))[: p.n]  # by count, ties by id: deterministic
     top = [[int(k), int(c)] for k, c in zip(ids[order].tolist(), counts[seen][order].tolist(), strict=True)]
     rows = p.qtable.rows
+    if p.placement == "sticky":
+        sets = scope_sets(p)
+        table = {k: [float(x) for x in row] for k, row in sets.items()}
+        weights = {k: int(counts[p.slots.slot(k)]) if p.slots.slot(k) >= 0 else 0 for k in sets}
+    else:
+        table = {k: list(r.q) for k, r in rows.items()}
+        weights = {k: r.weight for k, r in rows.items()}
     payload = {
         "version": PAYLOAD_VERSION,
-        "qtable": {k: list(r.q) for k, r in rows.items()},
-        "weights": {k: r.weight for k, r in rows.items()},
+        "qtable": table,
+        "weights": weights,
         "records": p.records_since_sync,
         "top_keys": top,
         "request_double": p.awaiting,
@@ -115,6 +143,45 @@ def make_payload(p: Learner) -> dict[str, Any]:
     return payload
 
 
+class Scoped(Protocol):
+    """What :func:`scope_sets` reads: the window (its head is the scope), the slots and the Q-table."""
+
+    win: Any
+    slots: Any
+    qtable: Any
+
+
+def scope_sets(p: Scoped) -> dict[int, list[bool]]:
+    """Combiner set in the current scope of every hot key and every key held by more than one combiner."""
+    head = p.win.head
+    split = np.flatnonzero(head.sum(axis=1) > 1) if not p.win.head_empty else np.zeros(0, dtype=np.intp)
+    slots = set(split.tolist())
+    for key in p.qtable.rows:
+        slot = p.slots.slot(key)
+        if slot >= 0 and not p.win.head_empty and head[slot].any():
+            slots.add(slot)
+    used = [s for s in sorted(slots) if p.slots.used[s]]
+    return {int(p.slots.ids[s]): head[s].tolist() for s in used}
+
+
+def share(p: Learner, sets: Mapping[int, Sequence[bool]]) -> None:
+    """Combiners holding keys on other routers in the current scope: sticky placement fills them first."""
+    if not sets:
+        return
+    merged: dict[int, np.ndarray] = {}
+    if p.shared_block == p.win.block:  # earlier shares of this scope still hold
+        merged = {int(k): row.copy() for k, row in zip(p.shared_ids.tolist(), p.shared_rows, strict=True)}
+    for key, row in sets.items():
+        bits = np.asarray(row, dtype=bool)
+        if bits.shape[0] != p.n:
+            raise ValueError(f"combiner set of key {key} has {bits.shape[0]} entries, expected n={p.n}")
+        merged[int(key)] = merged[int(key)] | bits if int(key) in merged else bits
+    ids = np.asarray(sorted(merged), dtype=np.uint64)
+    p.shared_ids = ids
+    p.shared_rows = np.asarray([merged[int(k)] for k in ids.tolist()], dtype=bool).reshape(-1, p.n)
+    p.shared_block = p.win.block
+
+
 def _row(values: Sequence[float], n: int, key: int) -> list[float]:
     row = [float(v) for v in values]
     if len(row) != n:
@@ -125,6 +192,10 @@ def _row(values: Sequence[float], n: int, key: int) -> list[float]:
 def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
     """Apply a GLOBAL message and replay the buffered rewards (see the module doc)."""
     table = p.qtable
+    if p.placement == "sticky":  # rows are combiner sets: positive where some router holds the key
+        rows = dict(message.get("qtable", {}))
+        share(p, {int(k): [float(v) > 0 for v in _row(vals, p.n, int(k))] for k, vals in rows.items()})
+        message = {**message, "qtable": {}}
     window = max(p.stats.index, 0)
     for key in message.get("expire", ()):
         table.rows.pop(int(key), None)
@@ -164,6 +235,11 @@ def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
         if not isinstance(table, QTable):
             raise ValueError("peer state holds no Dalton Q-table")
         tables.append(table)
+        win = peer.get("win")
+        if p.placement == "sticky" and win is not None and win.block == p.win.block:
+            share(p, scope_sets(_PeerView(peer)))
+    if p.placement == "sticky" and peers:
+        p.cooperative = True  # peers route the same keys: the tail takes the rule every router shares
     for table in tables:
         for key, row in table.rows.items():
             contributions.setdefault(key, []).append((float(row.weight), list(row.q)))
@@ -174,3 +250,12 @@ def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
             p.qtable.rows[key] = QRow(q, window + 1)
         else:
             mine.q = q
+
+
+class _PeerView:
+    """The attributes :func:`scope_sets` reads, from a peer's unpickled state."""
+
+    def __init__(self, state: Mapping[str, Any]) -> None:
+        self.win = state["win"]
+        self.slots = state["slots"]
+        self.qtable = state["qtable"]
