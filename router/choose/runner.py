@@ -211,6 +211,8 @@ def run_bench(
     times_seen: list[I64] = []
     fed, since_sync, limit = 0, 0, spec.tuples
     offsets = [0] * len(groups)  # per source: tuples dealt so far (round-robin position)
+    for lane in lanes:  # cooperating routers know each other before the first tuple
+        lane.sync()
     for src, (keys, times) in tagged_batches(workload):
         if limit is not None and fed >= limit:
             break

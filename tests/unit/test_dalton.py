@@ -154,6 +154,7 @@ def test_synced_routers_do_not_multiply_replication(routers: int) -> None:
     times = np.arange(len(keys), dtype=np.int64)
     out = np.empty(len(keys), dtype=np.int64)
     done = 0
+    sync_routers(parts)  # the routers know each other from the start (as the runner's do)
     for a, b in unaligned_batches(len(keys)):
         idx = np.arange(a, b)
         for r, part in enumerate(parts):

@@ -303,8 +303,11 @@ class DaltonPartitioner(KeySlots, Partitioner):
         rest = rest[np.argsort(-counts[rest], kind="stable")].astype(np.intp)
         buf = np.empty((k + int(nheld.sum()) + 4 * n + 2, 3), dtype=np.int64)
         c64 = counts.astype(np.int64)
-        rows = place_keys(tail, c64, c1, c2, held, loads, hold_cap, hold_cap, buf)
-        rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:])
+        if self.cooperative:  # the first choice every router shares, and room for the routers' differences
+            rows = place_keys(tail, c64, c1, c2, held, loads, hold_cap, hold_cap, buf, False)
+        else:  # one router: the less loaded candidate
+            rows = place_keys(tail, c64, c1, c2, held, loads, cap, hold_cap, buf, True)
+        rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False)
         pk, pc, pn = buf[:rows, 0], buf[:rows, 1], buf[:rows, 2]
         comb = np.zeros(k, dtype=np.intp)
         comb[pk] = pc

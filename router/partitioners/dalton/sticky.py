@@ -2,15 +2,16 @@
 
 Contract of :func:`place_keys` (the compiled loop; :func:`place_keys_py` is the same code, uncompiled):
 
-- the scope's load vector ``loads`` (tuples routed in the scope so far, every router's share included when
-  routers cooperate) is raised by the segment's tuples; no combiner is raised above ``cap`` by a key that is
-  new to it, and above ``hold_cap`` by a key it already holds, except when every combiner is at ``cap``
-  already (then the rest goes to the least loaded combiner);
+- the scope's load vector ``loads`` (the tuples this router routed in the scope so far) is raised by the
+  segment's tuples; no combiner is raised above ``cap`` by a key that is new to it, nor above ``hold_cap`` by
+  a key it already holds, except when every combiner is full already (then the rest goes to the least
+  loaded combiner the key reached, or to the least loaded one);
 - a key that a combiner already holds in the scope (``held``) stays there: its tuples fill the combiners
   holding it first, in its probe order, and it reaches a further combiner only when those are full;
 - a key new to the scope goes whole to the first combiner of its probe order with room for all of its
-  tuples; when none has room for all of them, whole to the least loaded combiner if that stays within
-  ``hold_cap``; otherwise (a key larger than the room anywhere) it is split, filling combiners in probe order;
+  tuples (``least``: the less loaded of its two candidates first); when none has room for all of them,
+  whole to the least loaded combiner if that stays within ``hold_cap``; otherwise (a key larger than the
+  room anywhere) it is split, filling combiners in probe order;
 - a key's probe order is ``c1[i]``, ``c2[i]``, then the combiners after ``c1[i]``, cyclically (the caller
   gives the same candidates on every router, so routers that see the same loads take the same decisions).
 
@@ -43,6 +44,7 @@ def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the c
     cap: float,
     hold_cap: float,
     out: I64,
+    least: bool = False,
 ) -> int:
     """Place the keys of ``order`` (see the module doc); writes pieces to ``out`` (rows), returns their number."""
     n = loads.shape[0]
@@ -95,6 +97,9 @@ def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the c
                         rows += 1
                         took[c] = True
                         rem -= put
+        if least and m > 1 and loads[probe[1]] < loads[probe[0]]:  # the less loaded candidate first
+            probe[0] = b
+            probe[1] = a
         if rem > 0 and rows == first and nheld == 0:  # a new key: whole, on the first combiner with room
             for j in range(m):
                 c = probe[j]
