@@ -26,7 +26,7 @@ from router.partitioners import create
 __all__ = ["ConvergenceRun", "DsyncTrace", "convergence", "convergence_time", "dsync_trace", "settle_time"]
 
 F64 = npt.NDArray[np.float64]
-DALTON = "dalton:tail=hash"  # the paper's Dalton (hash tail)
+DALTON = "dalton:placement=bandit,tail=hash"  # the paper's Dalton (bandit, hash tail): the Q-table protocol
 
 
 @dataclass
@@ -98,7 +98,10 @@ def convergence(
     for p in routers:
         if progress is not None:
             progress(f"P={p}")
-        base = {"n": n, "m": 4, "window": 60_000.0, "slide": 1_000.0, "routers": p, "dsync": dsync, "seed": 1}
+        base = {
+            "n": n, "m": 4, "window": 60_000.0, "slide": 1_000.0, "routers": p, "dsync": dsync, "seed": 1,
+            "batches": None,  # the workload's batches: the protocol's cadence (syncs between batches) is measured
+        }  # fmt: skip
         synced = run_bench(wl, BenchSpec(partitioners=(DALTON, "pkg"), sync="protocol", **base))  # type: ignore[arg-type]
         runs.append(_run(synced, DALTON, p, "synced"))
         runs.append(_run(synced, "pkg", p, "pkg"))
@@ -139,7 +142,9 @@ def dsync_trace(
         return next((d for a, b, d in phases if a <= t < b), 0.0)
 
     wl = make_workload(f"multi:kinds=uniform+zipf,s=1.5,keys=10000,tuples={tuples},batch={batch}")
-    parts = [create("dalton", n, window=60_000, slide=1_000, seed=1 + r, tail="hash") for r in range(2)]
+    parts = [
+        create("dalton", n, window=60_000, slide=1_000, seed=1 + r, placement="bandit", tail="hash") for r in range(2)
+    ]
     bus = make_bus(parts, SyncOptions(dsync=initial, reducer_delay=delay, dsync_min=minimum, dsync_max=maximum))
     assert bus is not None
     times, delays = [], []

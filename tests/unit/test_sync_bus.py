@@ -197,8 +197,11 @@ def test_bench_runs_the_protocol_in_process() -> None:
     wl = make_workload("multi:kinds=uniform+zipf+zipf,s=1.5,keys=2000,tuples=30000,batch=500")
     runs = {}
     for mode in ("protocol", "never", "merge"):
-        spec = BenchSpec(partitioners=("dalton:tail=hash",), routers=3, dsync=1000, sync=mode, n=8)
-        runs[mode] = run_bench(wl, spec).run("dalton:tail=hash")
+        paper = "dalton:placement=bandit,tail=hash"  # the Q-table protocol; a sync per 500-tuple batch
+        spec = BenchSpec(
+            partitioners=(paper,), routers=3, dsync=1000, sync=mode, n=8, window=60_000, slide=1_000, batches=None
+        )
+        runs[mode] = run_bench(wl, spec).run(paper)
     proto = runs["protocol"]
     assert proto.ok and proto.sync_stats["rounds"] >= 25 and proto.sync_stats["messages"]["sync"] >= 75
     assert runs["never"].sync_stats == {} and runs["never"].sync_seconds == 0.0
