@@ -126,6 +126,12 @@ class DaltonSettings(_Base):
         le=1,
         description="sticky: a key new to a combiner may raise it to (1 + balance) x the micro-batch's mean so far",
     )
+    routers: int = Field(
+        1,
+        ge=1,
+        description="sticky: router instances reading the route's keys; with several, the tail takes the first "
+        "choice every router shares from the first tuple on (as it does once a sync has happened)",
+    )
     epsilon: float = Field(0.1, ge=0, le=1, description="bandit: exploration probability")
     gamma: float = Field(0.1, gt=0, le=1, description="bandit: learning rate of the Q update")
     p1: float = Field(0.5, ge=0, le=1, description="bandit: reward weight of the load imbalance term")

@@ -93,6 +93,8 @@ def plan_run(
     for kv in filter(None, rest.split(",")):
         k, _, v = kv.partition("=")
         part[k] = yaml.safe_load(v)
+    if name == "dalton" and opts.routers > 1:  # the routers read the same keys (raw partitions round-robin)
+        part.setdefault("routers", opts.routers)
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in (tag or label))
     folder = (opts.out / safe).resolve()
     folder.mkdir(parents=True, exist_ok=True)

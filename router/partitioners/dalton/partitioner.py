@@ -150,7 +150,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.cand: npt.NDArray[np.int16] = np.zeros((_INITIAL_SLOTS, 3), dtype=np.int16)
         self.records_since_sync = 0
         self.awaiting = False
-        self.cooperative = False
+        self.cooperative = cfg.routers > 1  # several routers read the same keys (also set by a sync or merge)
+        self.sync_block = -1  # the scope of the last SYNC sent
         self.buffer: list[Reward] = []
         self.last_global_block = -1
         #: sticky placement: combiner sets of split keys learnt from peers, valid in scope ``shared_block``

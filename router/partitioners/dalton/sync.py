@@ -87,6 +87,7 @@ class Learner(Protocol):
     shared_ids: Any
     shared_rows: Any
     shared_block: Any
+    sync_block: Any
 
     def flush_sync_counts(self) -> None:
         """Add the pending per-segment counts to the sync counts."""
@@ -140,6 +141,7 @@ def make_payload(p: Learner) -> dict[str, Any]:
         r.weight = 0
     p.awaiting = True
     p.cooperative = True
+    p.sync_block = p.win.block
     return payload
 
 
@@ -194,7 +196,9 @@ def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
     table = p.qtable
     if p.placement == "sticky":  # rows are combiner sets: positive where some router holds the key
         rows = dict(message.get("qtable", {}))
-        share(p, {int(k): [float(v) > 0 for v in _row(vals, p.n, int(k))] for k, vals in rows.items()})
+        sets = {int(k): [float(v) > 0 for v in _row(vals, p.n, int(k))] for k, vals in rows.items()}
+        if p.sync_block == p.win.block:  # sets of an earlier scope (our SYNC was sent in one) are not shared
+            share(p, sets)
         message = {**message, "qtable": {}}
     window = max(p.stats.index, 0)
     for key in message.get("expire", ()):
