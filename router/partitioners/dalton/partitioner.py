@@ -162,6 +162,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         #: the scope, and per combiner the share of its first-candidate keys it keeps (fit per scope)
         self.tail_pairs: F64 = np.zeros((self.n, self.n), dtype=np.float64)
         self.accept: F64 = np.ones(self.n, dtype=np.float64)
+        #: tuples this router routed in the previous scope (the expected size of the current one)
+        self.last_total = 0.0
         self._forward: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
 
     def _hash_count(self) -> int:
@@ -171,8 +173,10 @@ class DaltonPartitioner(KeySlots, Partitioner):
     def _advance(self, t: float) -> None:
         block = int(t // self.slide)
         if block != self.win.block and self.placement == "sticky":  # a new scope: refit the shared tail rule
-            self.accept = fit_accept(self.tail_pairs) if block == self.win.block + 1 else np.ones(self.n)
+            nxt = block == self.win.block + 1
+            self.accept = fit_accept(self.tail_pairs) if nxt else np.ones(self.n)
             self.tail_pairs[:] = 0
+            self.last_total = float(self.win.head_load.sum()) if nxt else 0.0
         self.win.advance(block)
         if self.stats.advance(int(t // self.stats_window)):
             self.qtable.expire(self.stats.index)
@@ -305,7 +309,10 @@ class DaltonPartitioner(KeySlots, Partitioner):
         buf = np.empty((k + int(nheld.sum()) + 4 * n + 2, 3), dtype=np.int64)
         c64 = counts.astype(np.int64)
         if self.cooperative:  # the first choice every router shares, and room for the routers' differences
-            rows = place_keys(tail, c64, c1, c2, held, loads, hold_cap, hold_cap, buf, False)
+            # against the mean the scope is expected to reach (the last scope's): early in a scope, when a
+            # router's loads differ from its peers' most, a key spills only when far from its fitted share
+            spill = max(level, self.last_total / n) * (1.0 + 2.0 * self.balance)
+            rows = place_keys(tail, c64, c1, c2, held, loads, spill, spill, buf, False)
         else:  # one router: the less loaded candidate
             rows = place_keys(tail, c64, c1, c2, held, loads, cap, hold_cap, buf, True)
         rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False)

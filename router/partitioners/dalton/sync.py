@@ -88,6 +88,7 @@ class Learner(Protocol):
     shared_rows: Any
     shared_block: Any
     sync_block: Any
+    accept: Any
 
     def flush_sync_counts(self) -> None:
         """Add the pending per-segment counts to the sync counts."""
@@ -231,6 +232,7 @@ def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
     """Average this router's Q-table with the peers' (weighted by key frequency, order-independent)."""
     contributions: dict[int, list[tuple[float, list[float]]]] = {}
     tables = [p.qtable]
+    accepts: list[Any] = []
     for state in peers:
         if state.name != p.name or state.params.get("n") != p.n:
             raise ValueError(f"cannot merge state of {state.name!r} n={state.params.get('n')} into dalton n={p.n}")
@@ -239,11 +241,15 @@ def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
         if not isinstance(table, QTable):
             raise ValueError("peer state holds no Dalton Q-table")
         tables.append(table)
+        accepts.append(peer.get("accept"))
         win = peer.get("win")
         if p.placement == "sticky" and win is not None and win.block == p.win.block:
             share(p, scope_sets(_PeerView(peer)))
     if p.placement == "sticky" and peers:
         p.cooperative = True  # peers route the same keys: the tail takes the rule every router shares
+        fits = [np.asarray(p.accept)] + [np.asarray(a) for a in accepts if a is not None]
+        if all(f.shape == (p.n,) for f in fits):  # one first-choice rule: the mean of every router's fit
+            p.accept = np.sort(np.stack(fits), axis=0).mean(axis=0)
     for table in tables:
         for key, row in table.rows.items():
             contributions.setdefault(key, []).append((float(row.weight), list(row.q)))
