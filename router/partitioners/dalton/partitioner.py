@@ -162,6 +162,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         #: the scope, and per combiner the share of its first-candidate keys it keeps (fit per scope)
         self.tail_pairs: F64 = np.zeros((self.n, self.n), dtype=np.float64)
         self.accept: F64 = np.ones(self.n, dtype=np.float64)
+        #: per slot: the combiner holding the key whole when it was last routed (-1: split, or unknown)
+        self.last_comb: npt.NDArray[np.int16] = np.full(_INITIAL_SLOTS, -1, dtype=np.int16)
         #: tuples this router routed in the previous scope (the expected size of the current one)
         self.last_total = 0.0
         self._forward: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
@@ -304,17 +306,32 @@ class DaltonPartitioner(KeySlots, Partitioner):
         held1 = np.flatnonzero(~big & (nheld == 1))
         new = np.flatnonzero(~big & (nheld == 0))
         rest = np.flatnonzero(big)
-        tail = np.concatenate([held1, new[np.argsort(-counts[new], kind="stable")]]).astype(np.intp)
+        new = new[np.argsort(-counts[new], kind="stable")]
+        last = self.last_comb[slots].astype(np.intp)
+        # new to this scope, whole on one combiner in the last one: try that first (one router; cooperating
+        # routers keep the first choice they share, which carries over from scope to scope by itself)
+        again = (last[new] >= 0) & (not self.cooperative)
+        back = new[again]
+        if back.size:
+            c1, c2 = c1.copy(), c2.copy()
+            prev = last[back]
+            c2[back] = np.where(prev == c1[back], c2[back], c1[back])
+            c1[back] = prev
+        tail = np.concatenate([held1, new[~again]]).astype(np.intp)
         rest = rest[np.argsort(-counts[rest], kind="stable")].astype(np.intp)
         buf = np.empty((k + int(nheld.sum()) + 4 * n + 2, 3), dtype=np.int64)
         c64 = counts.astype(np.int64)
+        rows = 0
+        if back.size:  # keys back in a new scope: where they were, when there is room (micro-batches that span
+            # several slides, as under a backlog, then ship one partial for them, not one per slide)
+            rows = place_keys(back.astype(np.intp), c64, c1, c2, held, loads, cap, hold_cap, buf, False)
         if self.cooperative:  # the first choice every router shares, and room for the routers' differences
             # against the mean the scope is expected to reach (the last scope's): early in a scope, when a
             # router's loads differ from its peers' most, a key spills only when far from its fitted share
             spill = max(level, self.last_total / n) * (1.0 + 2.0 * self.balance)
-            rows = place_keys(tail, c64, c1, c2, held, loads, spill, spill, buf, False)
+            rows += place_keys(tail, c64, c1, c2, held, loads, spill, spill, buf[rows:], False)
         else:  # one router: the less loaded candidate
-            rows = place_keys(tail, c64, c1, c2, held, loads, cap, hold_cap, buf, True)
+            rows += place_keys(tail, c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True)
         rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False)
         pk, pc, pn = buf[:rows, 0], buf[:rows, 1], buf[:rows, 2]
         comb = np.zeros(k, dtype=np.intp)
@@ -329,6 +346,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
             out[pos] = np.repeat(pc[r], pn[r])
         self.win.add(slots[pk], pc.astype(np.intp), pn)
         whole = np.bincount(pk, minlength=k) == 1
+        self.last_comb[slots] = -1
+        self.last_comb[slots[pk[whole[pk]]]] = pc[whole[pk]]
         if whole.any():  # unsplit keys, by their (hash) candidates: what the next scope's tail rule is fit on
             cand1, cand2 = cand[whole, 1].astype(np.intp), cand[whole, 2].astype(np.intp)
             self.tail_pairs += np.bincount(cand1 * n + cand2, weights=counts[whole], minlength=n * n).reshape(n, n)

@@ -145,6 +145,8 @@ class KeySlots:
     _sync_pending: list[tuple[IntP, I64]]
     #: per slot: the key's hash combiner and its two distinct affinity candidates
     cand: npt.NDArray[np.int16]
+    #: per slot: the combiner holding the key whole when it was last routed (-1: none known)
+    last_comb: npt.NDArray[np.int16]
 
     def _slots_for(self, ids: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint32]) -> IntP:
         slots = self.slots.find(ids)
@@ -187,6 +189,7 @@ class KeySlots:
         if dead.size:
             self.slots.release(dead)
             self.sync_counts[dead] = 0
+            self.last_comb[dead] = -1
 
     def _grow(self, capacity: int) -> None:
         self.flush_sync_counts()
@@ -196,3 +199,4 @@ class KeySlots:
         extra = capacity - self.sync_counts.shape[0]
         self.sync_counts = np.concatenate([self.sync_counts, np.zeros(extra, dtype=np.int64)])
         self.cand = np.concatenate([self.cand, np.zeros((extra, 3), dtype=np.int16)])
+        self.last_comb = np.concatenate([self.last_comb, np.full(extra, -1, dtype=np.int16)])
