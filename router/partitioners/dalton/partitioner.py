@@ -11,9 +11,11 @@ mean ``level`` (the scope's load once the segment is routed, divided by ``n``):
 
 1. keys not split and not hot, first the ones a combiner already holds in the scope (they stay there), then
    the new ones largest first, each whole on the first combiner of its probe order with room under
-   ``level * (1 + 2 balance)``. A key's probe order starts with its two hash candidates; which of the two
-   comes first is fixed for the whole scope by a per-combiner share fitted on the previous scope's keys
-   (:func:`fit_accept`) and a per-key number derived from the key id, so it is the same on every router;
+   ``level * (1 + 2 balance)``. A key's probe order starts with its two hash candidates. One router tries
+   the combiner that held the key whole in the previous scope first, else the less loaded candidate;
+   cooperating routers (``routers > 1``, or after a sync or merge) put first the candidate chosen by a
+   per-combiner share fitted on the previous scope's keys (:func:`fit_accept`) and a per-key number derived
+   from the key id, the same on every router;
 2. then split and hot keys, largest first: each fills the combiners that already hold it up to
    ``level * (1 + balance)`` before it reaches a further one (in its probe order).
 
