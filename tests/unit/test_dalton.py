@@ -466,3 +466,24 @@ def test_sticky_kernel_matches_its_python_reference() -> None:
             pairs = buf[:rows, 0] * n + buf[:rows, 1]
             assert np.unique(pairs).size == rows  # one piece per (key, combiner)
         assert outs[0] == outs[1]
+
+
+def test_sticky_sync_shares_combiner_sets_and_first_choice_shares() -> None:
+    """SYNC rows of the sticky placement: split keys' combiner sets and the fitted shares (pseudo key)."""
+    from router.partitioners.dalton.sync import ACCEPT_KEY
+
+    keys = zipf_keys(30_000, 1.5, 1_000, 3)
+    a, b = make(window=120_000, slide=10_000), make(window=120_000, slide=10_000)
+    times = np.arange(len(keys))
+    a.assign(keys[:25_000], times[:25_000])
+    payload = a.sync_payload()
+    assert ACCEPT_KEY in payload["qtable"] and [ACCEPT_KEY, 25_000] in payload["top_keys"]
+    top = int(a.codec.encode([0]).ids[0])
+    assert payload["qtable"][top].count(1.0) > 1  # the dominant key is split: its combiner set
+    b.assign(keys[20_000:20_001], times[20_000:20_001])  # b is in the same scope
+    b.sync_payload()
+    row = [0.0] * N
+    row[5] = 0.5
+    b.apply_global({"qtable": {top: row, ACCEPT_KEY: [0.25] * N}, "hot": [ACCEPT_KEY, top]})
+    assert b.accept.tolist() == [0.25] * N and ACCEPT_KEY not in b.hot_keys()
+    assert b.shared_rows[list(b.shared_ids).index(top)].tolist() == [c == 5 for c in range(N)]

@@ -48,7 +48,10 @@ scope (``1.0`` for a combiner holding it, ``0.0`` otherwise), weighted by the ke
 averages rows as usual, so a combiner with a positive global value holds the key on some router. A router
 applying the GLOBAL (or merging peers' snapshots) treats those combiners as holding the key for the rest of
 its scope: the key fills them before it reaches another one, so P routers converge on one set per key
-instead of P. Keys not shared follow the probe order of :mod:`.sticky`, the same on every router.
+instead of P. Keys not shared follow the probe order of :mod:`.sticky`, the same on every router. The
+per-combiner shares of the tail's first choice travel as the row of the pseudo key :data:`ACCEPT_KEY`
+(listed in ``top_keys`` with the sender's records, so the reducer keeps it); the reducer's average is every
+router's first-choice rule until the next scope.
 
 A reducer averages ``qtable`` rows with the ``weights`` as weights (:func:`~.bandit.weighted_average`
 is the reference; it weights every contribution, unlike the reference code's first SYNC) and computes
@@ -96,6 +99,7 @@ class Learner(Protocol):
 
 
 __all__ = [
+    "ACCEPT_KEY",
     "MAX_BUFFER",
     "PAYLOAD_VERSION",
     "apply_global",
@@ -107,6 +111,9 @@ __all__ = [
 ]
 
 PAYLOAD_VERSION = 1
+#: Sticky placement: the pseudo key id whose Q-row carries a router's fitted first-choice shares (a real key's
+#: 64-bit id is a murmur3 hash: it is not expected to be 0).
+ACCEPT_KEY = 0
 #: Most rewards buffered in AWAIT (one per bandit decision, not per tuple): then AWAIT is left.
 MAX_BUFFER = 100_000
 
@@ -124,6 +131,10 @@ def make_payload(p: Learner) -> dict[str, Any]:
         sets = scope_sets(p)
         table = {k: [float(x) for x in row] for k, row in sets.items()}
         weights = {k: int(counts[p.slots.slot(k)]) if p.slots.slot(k) >= 0 else 0 for k in sets}
+        if p.n > 1 and p.records_since_sync > 0:  # the fitted first-choice shares, averaged by the reducer
+            table[ACCEPT_KEY] = [float(x) for x in p.accept]
+            weights[ACCEPT_KEY] = int(p.records_since_sync)
+            top = [*top, [ACCEPT_KEY, int(p.records_since_sync)]]  # counted over GL / n: the reducer keeps it
     else:
         table = {k: list(r.q) for k, r in rows.items()}
         weights = {k: r.weight for k, r in rows.items()}
@@ -196,11 +207,15 @@ def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
     """Apply a GLOBAL message and replay the buffered rewards (see the module doc)."""
     table = p.qtable
     if p.placement == "sticky":  # rows are combiner sets: positive where some router holds the key
-        rows = dict(message.get("qtable", {}))
-        sets = {int(k): [float(v) > 0 for v in _row(vals, p.n, int(k))] for k, vals in rows.items()}
-        if p.sync_block == p.win.block:  # sets of an earlier scope (our SYNC was sent in one) are not shared
+        rows = {int(k): _row(vals, p.n, int(k)) for k, vals in dict(message.get("qtable", {})).items()}
+        accept = rows.pop(ACCEPT_KEY, None)
+        sets = {k: [v > 0 for v in vals] for k, vals in rows.items()}
+        if p.sync_block == p.win.block:  # sets (and fits) of an earlier scope are not shared
             share(p, sets)
-        message = {**message, "qtable": {}}
+            if accept is not None:
+                p.accept = np.clip(np.asarray(accept, dtype=np.float64), 0.0, 1.0)
+        hot = [k for k in message.get("hot", ()) if int(k) != ACCEPT_KEY]
+        message = {**message, "qtable": {}, "hot": hot}
     window = max(p.stats.index, 0)
     for key in message.get("expire", ()):
         table.rows.pop(int(key), None)
