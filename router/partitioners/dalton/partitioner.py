@@ -9,20 +9,23 @@ sequence of ``assign``/``merge``/``apply_global`` calls; :meth:`snapshot` and :m
 ``placement="sticky"`` (the default; :mod:`.sticky`), per segment of a batch, against the scope-to-date
 mean ``level`` (the scope's load once the segment is routed, divided by ``n``):
 
-1. keys not split and not hot, first the ones a combiner already holds in the scope (they stay there), then
-   the new ones largest first, each whole on the first combiner of its probe order with room under
-   ``level * (1 + 2 balance)``. A key's probe order starts with its two hash candidates. One router tries
-   the combiner that held the key whole in the previous scope first, else the less loaded candidate;
-   cooperating routers (``routers > 1``, or after a sync or merge) put first the candidate chosen by a
+1. keys not split and not hot: first the ones a combiner already holds in the scope (they stay there up to
+   ``level * (1 + 2 balance)``), then the new ones largest first, each whole on the first combiner of its
+   probe order with room. A key's probe order starts with its two hash candidates. One router tries first
+   the combiner that held the key whole in the previous scope, else the less loaded candidate, with room
+   under ``level * (1 + balance)`` (then the least loaded combiner within ``level * (1 + 2 balance)``).
+   Cooperating routers (``routers > 1``, or after a sync or merge) put first the candidate chosen by a
    per-combiner share fitted on the previous scope's keys (:func:`fit_accept`) and a per-key number derived
-   from the key id, the same on every router;
+   from the key id, the same on every router, with room under ``(1 + 2 balance)`` times the larger of
+   ``level`` and the previous scope's mean;
 2. then split and hot keys, largest first: each fills the combiners that already hold it up to
    ``level * (1 + balance)`` before it reaches a further one (in its probe order).
 
-So a key is split only when it is larger than the room left, uniform keys behave like hashing
-(replication 1), and nothing carries over from one scope to the next but the fitted shares and the hot-key
-statistics, so a drifting hot set costs nothing extra. Cooperating routers also share the combiner sets of
-their split and hot keys (:mod:`.sync`): P routers fill one set per key instead of P.
+So a key is split only when it is larger than the room left, and uniform keys behave like cAM (replication
+about 1). What carries over from one scope to the next: the fitted shares, each key's last whole combiner
+and the hot-key statistics, nothing that would keep a drifted hot set split. Cooperating routers also share
+the combiner sets of their split and hot keys and the fitted shares (:mod:`.sync`): P routers fill one set
+per key instead of P.
 
 ``placement="bandit"``: the paper's Algorithm 1 with the project's options. Hot keys (frequency ``>= L / n``
 in the statistics window) are routed by the epsilon-greedy contextual bandit (:mod:`.bandit`) in chunks,
