@@ -309,6 +309,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
         # same on every router; then split and hot keys, largest first, fill around them up to the cap
         big = hot | (nheld > 1)
         held1 = np.flatnonzero(~big & (nheld == 1))
+        held1 = held1[np.argsort(counts[held1], kind="stable")]  # a full combiner splits its largest key only
         new = np.flatnonzero(~big & (nheld == 0))
         rest = np.flatnonzero(big)
         new = new[np.argsort(-counts[new], kind="stable")]
