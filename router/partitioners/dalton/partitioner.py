@@ -9,11 +9,12 @@ sequence of ``assign``/``merge``/``apply_global`` calls; :meth:`snapshot` and :m
 ``placement="sticky"`` (the default; :mod:`.sticky`), per segment of a batch, against the scope-to-date
 mean ``level`` (the scope's load once the segment is routed, divided by ``n``):
 
-1. keys not split and not hot: first the ones a combiner already holds in the scope (they stay there up to
-   ``level * (1 + 2 balance)``), then the new ones largest first, each whole on the first combiner of its
-   probe order with room. A key's probe order starts with its two hash candidates. One router tries first
-   the combiner that held the key whole in the previous scope, else the less loaded candidate, with room
-   under ``level * (1 + balance)`` (then the least loaded combiner within ``level * (1 + 2 balance)``).
+1. keys not split and not hot: first the ones a combiner already holds in the scope, smallest first (they stay
+   there up to ``level * (1 + 2 balance)``, so a full combiner splits its largest key), then the new ones
+   largest first, each whole on the first combiner of its probe order with room. A key's probe order
+   starts with its two hash candidates. One router tries first the combiner that held the key whole in the
+   previous scope, else the less loaded candidate, with room under ``level * (1 + balance)`` (then the
+   least loaded combiner within ``level * (1 + 2 balance)``).
    Cooperating routers (``routers > 1``, or after a sync or merge) put first the candidate chosen by a
    per-combiner share fitted on the previous scope's keys (:func:`fit_accept`) and a per-key number derived
    from the key id, the same on every router, with room under ``(1 + 2 balance)`` times the larger of
