@@ -112,39 +112,60 @@ class HeavyChoicesSettings(_Base):
 
 
 class DaltonSettings(_Base):
-    """Dalton: contextual-bandit routing of hot keys, two-choice affinity (or hash) for the tail."""
+    """Dalton: sticky placement per micro-batch (default) or the paper's contextual bandit for hot keys.
+
+    The one place the Dalton partitioner's defaults and bounds are written: the partitioner validates its
+    keyword arguments with this model.
+    """
 
     name: Literal["dalton"] = "dalton"
-    epsilon: float = Field(0.1, ge=0, le=1, description="exploration probability")
-    gamma: float = Field(0.1, gt=0, le=1, description="learning rate of the Q update")
-    p1: float = Field(0.5, ge=0, le=1, description="reward weight of the load imbalance term")
-    p2: float = Field(0.5, ge=0, le=1, description="reward weight of the fragmentation term")
-    initial_q: float = Field(-2.0, description="initial Q value (below any reward)")
+    placement: Literal["sticky", "bandit"] = Field(
+        "sticky",
+        description="sticky: keys stay on the combiners holding them in the micro-batch (the slide), split only "
+        "when larger than the room left; bandit: the paper's Q-learning for hot keys (tail, pack, update, quantum)",
+    )
+    balance: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="sticky: a key new to a combiner may raise it to (1 + balance) x the micro-batch's mean so far",
+    )
+    routers: int = Field(
+        1,
+        ge=1,
+        description="sticky: router instances reading the route's keys; with several, the tail takes the first "
+        "choice every router shares from the first tuple on (as it does once a sync has happened)",
+    )
+    epsilon: float = Field(0.1, ge=0, le=1, description="bandit: exploration probability")
+    gamma: float = Field(0.1, gt=0, le=1, description="bandit: learning rate of the Q update")
+    p1: float = Field(0.5, ge=0, le=1, description="bandit: reward weight of the load imbalance term")
+    p2: float = Field(0.5, ge=0, le=1, description="bandit: reward weight of the fragmentation term")
+    initial_q: float = Field(-2.0, description="bandit: initial Q value (below any reward)")
     statistics: Literal["exact", "countmin", "hybrid"] = Field(
         "exact", description="hot-key frequency statistics: hashmap, count-min sketch, or chosen per window"
     )
     exact_limit: int = Field(1 << 16, ge=1, description="hybrid statistics: distinct keys before the sketch")
     stats_window: float | None = Field(None, gt=0, description="statistics window (default: one slide)")
-    max_split: int | None = Field(None, ge=1, description="most combiners one key may use (default n)")
-    tail: Literal["hash", "affinity"] | None = Field(
-        None, description="non-hot keys: hash (paper) or two-choice affinity (default, measured better)"
+    max_split: int | None = Field(None, ge=1, description="bandit: most combiners one key may use (default n)")
+    tail: Literal["hash", "affinity"] = Field(
+        "affinity", description="bandit: non-hot keys by hash (paper) or the two-choice affinity rule"
     )
     micro_batch: bool = Field(
-        True, description="count fragmentation and load per slide (= the Spark trigger) instead of per window"
+        True, description="bandit: count fragmentation and load per slide (= the Spark trigger), not per window"
     )
-    quantum: int | None = Field(None, ge=1, description="tuples per bandit decision (default: batch-derived)")
+    quantum: int | None = Field(None, ge=1, description="bandit: tuples per decision (default: batch-derived)")
     update: Literal["all", "chosen"] = Field(
-        "all", description="Q update: every action toward its modelled reward (default) or the chosen one (paper)"
+        "all", description="bandit: Q update of every action toward its modelled reward, or the chosen one (paper)"
     )
     pack: bool = Field(
         True,
-        description="hot keys first (affinity tail only), each combiner filled to the mean at most; then the tail, "
-        "which spills to the least loaded combiner when both candidates are full (False: tail first, as in the paper)",
+        description="bandit: hot keys first (affinity tail only), each combiner filled to the mean at most "
+        "(False: tail first, as in the paper)",
     )
     key_forwarding: bool = Field(
         False, description="mark tuples of keys held by one combiner for forwarding (Sec. 4.2; single router)"
     )
-    hash_seed: int = Field(13, description="seed of the hash combiner")
+    hash_seed: int = Field(13, description="seed of the hash combiner and the candidates")
 
 
 class PromptSettings(_Base):

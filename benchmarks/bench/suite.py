@@ -80,9 +80,9 @@ def suite_markdown(rows: Sequence[Row], tuples: int) -> str:
     out = [
         "# Reproduction of the papers' main claims",
         "",
-        f"Measured by `skewroute bench --suite papers` ({tuples:,} tuples per experiment unless stated; per-window "
-        "metrics of",
-        "docs/partitioners.md over the combined output of all routers). 'paper' is the paper's own figure",
+        f"Measured by `skewroute bench --suite papers` ({tuples:,} tuples per experiment unless stated; metrics of",
+        "docs/partitioners.md per micro-batch (one slide) over the combined output of all routers, random router",
+        "batches of 100-5,000 tuples, unless a row's setup says otherwise). 'paper' is the paper's own figure",
         "(or the reference figures of docs/partitioners.md); 'ours' is measured with this project's partitioners.",
         "",
         "| experiment | claim | setup | paper | ours | reproduced |",

@@ -24,6 +24,7 @@ __all__ = [
     "Exactness",
     "delivery",
     "exactness",
+    "record_max_mean",
     "record_skew",
     "reference_aggregates",
     "routing_quality",
@@ -35,7 +36,13 @@ Agg = tuple[int, float, float, float]  # count, sum, min, max
 
 
 def routing_quality(run: PipelineRun, n: int, m: int, width_ms: float) -> tuple[WindowMetrics, dict[str, float]]:
-    """Per-window metrics of the combiner topic's contents and their mean / p95 summary."""
+    """Per-window metrics of the combiner topic's contents and their mean / p95 summary.
+
+    The window is the micro-batch's span (``width_ms`` = the trigger, in event time). Besides the summary of
+    :func:`router.choose.measure.summarise`: ``partials_mean``, the mean (key, combiner) pairs per window (the
+    partials the combiners ship for it) and ``partials_floor_mean``, the fewest any assignment keeping each
+    window's max/mean <= 1.05 needs (the floor times the window's distinct keys).
+    """
     recs = run.combiner_records
     keys = np.array([r["k"] for r in recs], dtype=object)
     times = np.array([r["t"] for r in recs], dtype=np.int64)
@@ -43,7 +50,10 @@ def routing_quality(run: PipelineRun, n: int, m: int, width_ms: float) -> tuple[
     order = np.argsort(times, kind="stable")
     index = np.floor_divide(times[order], int(width_ms))
     w = window_metrics(keys[order], comb[order], index, width_ms, n, m, 1.0)
-    return w, summarise(w)
+    summary = summarise(w)
+    summary["partials_mean"] = float(np.mean(w.gamma)) if w.gamma.size else math.nan
+    summary["partials_floor_mean"] = float(np.mean(w.floor * w.distinct)) if w.floor.size else math.nan
+    return w, summary
 
 
 def delivery(run: PipelineRun) -> dict[str, int]:
@@ -59,17 +69,20 @@ def delivery(run: PipelineRun) -> dict[str, int]:
     }
 
 
-def spark_summary(batches: list[BatchStats]) -> dict[str, float]:
-    """Totals and per-batch means over the micro-batches that read records."""
+def spark_summary(batches: list[BatchStats], n: int = 0) -> dict[str, float]:
+    """Totals and per-batch means over the micro-batches that read records (``n``: the combiners)."""
     data = [b for b in batches if b.input_rows > 0]
     ratios = [b.straggler_ratio for b in data if b.straggler_ratio is not None]
     task_max = [max(b.combiner_task_ms) for b in data if b.combiner_task_ms]
     skew = [record_skew(b) for b in data if b.combiner_records]
+    spread = [record_max_mean(b, n) for b in data if b.combiner_records] if n else []
     return {
         "batches": float(len(data)),
         "input_rows": float(sum(b.input_rows for b in data)),
         "shuffled_partials": float(sum(b.shuffled_partials for b in data)),
         "partials_per_record": sum(b.shuffled_partials for b in data) / max(1, sum(b.input_rows for b in data)),
+        "partials_per_batch": float(np.mean([b.shuffled_partials for b in data])) if data else math.nan,
+        "record_max_mean": float(np.mean(spread)) if spread else math.nan,
         "straggler_mean": float(np.mean(ratios)) if ratios else math.nan,
         "straggler_max": float(np.max(ratios)) if ratios else math.nan,
         "record_skew_mean": float(np.mean(skew)) if skew else math.nan,
@@ -83,6 +96,12 @@ def record_skew(b: BatchStats) -> float:
     """The ratio max / median of records read per combiner task in one micro-batch (straggler ratio of pure work)."""
     med = float(np.median(b.combiner_records))
     return max(b.combiner_records) / med if med > 0 else math.nan
+
+
+def record_max_mean(b: BatchStats, n: int) -> float:
+    """The ratio max / mean of records read per combiner task in one micro-batch, over all ``n`` combiners."""
+    total = float(sum(b.combiner_records))
+    return max(b.combiner_records) * n / total if total > 0 else math.nan
 
 
 def sync_summary(run: PipelineRun) -> dict[str, float]:

@@ -40,7 +40,7 @@ class DemoOptions:
     window_s: int = 10  # Spark aggregation window (tumbling, event time)
     watermark_s: int = 60  # generous: a record is never late, so the results must be exact
     trigger_s: float = 2.0
-    slide_ms: int = 1_000  # partitioner statistics window = metric window of the report
+    slide_ms: int = 2_000  # the route's slide = the Spark trigger: Dalton's scope, the report's metric window
     bootstrap: str | None = None
     out: Path = Path("reports/demo")
     seed: int = 1
@@ -93,6 +93,8 @@ def plan_run(
     for kv in filter(None, rest.split(",")):
         k, _, v = kv.partition("=")
         part[k] = yaml.safe_load(v)
+    if name == "dalton" and opts.routers > 1:  # the routers read the same keys (raw partitions round-robin)
+        part.setdefault("routers", opts.routers)
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in (tag or label))
     folder = (opts.out / safe).resolve()
     folder.mkdir(parents=True, exist_ok=True)
@@ -109,7 +111,7 @@ def plan_run(
                 "key": {"source": "field", "field": KEY_FIELD},
                 "time": {"source": "field", "field": TIME_FIELD, "unit": "ms"},
                 "value_field": VALUE_FIELD,
-                "window": {"kind": "time", "size": 60_000, "slide": opts.slide_ms},
+                "window": {"kind": "time", "size": 12 * opts.slide_ms, "slide": opts.slide_ms},
                 "partitioner": part,
                 "seed": opts.seed,
             }

@@ -27,14 +27,19 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("records routed (distinct source positions)", "delivery", "distinct_positions", "{:,.0f}"),
     ("duplicate routed records", "delivery", "duplicates", "{:,.0f}"),
     ("dead letters", "delivery", "dead_letters", "{:,.0f}"),
-    ("mean per-window max/mean load", "routing", "ratio_mean", "{:.3f}"),
-    ("p95 per-window max/mean load", "routing", "ratio_p95", "{:.3f}"),
-    ("mean replication (Γ/K)", "routing", "replication_mean", "{:.3f}"),
+    ("mean per-micro-batch max/mean load (routed records)", "routing", "ratio_mean", "{:.3f}"),
+    ("p95 per-micro-batch max/mean load", "routing", "ratio_p95", "{:.3f}"),
+    ("mean replication (Γ/K, partials per key and micro-batch)", "routing", "replication_mean", "{:.3f}"),
     ("p95 replication", "routing", "replication_p95", "{:.3f}"),
-    ("metric windows", "routing", "windows", "{:,.0f}"),
+    ("replication floor (least at max/mean <= 1.05, exact counts)", "routing", "floor_mean", "{:.3f}"),
+    ("partials per micro-batch (routed records)", "routing", "partials_mean", "{:,.1f}"),
+    ("floor: partials per micro-batch (routed records)", "routing", "partials_floor_mean", "{:,.1f}"),
+    ("metric windows (micro-batch spans)", "routing", "windows", "{:,.0f}"),
     ("Spark micro-batches with data", "spark", "batches", "{:,.0f}"),
     ("shuffled partials (total)", "spark", "shuffled_partials", "{:,.0f}"),
     ("shuffled partials per record", "spark", "partials_per_record", "{:.4f}"),
+    ("shuffled partials per micro-batch", "spark", "partials_per_batch", "{:,.1f}"),
+    ("per-micro-batch combiner records max/mean", "spark", "record_max_mean", "{:.3f}"),
     ("mean straggler ratio (max/median combiner task)", "spark", "straggler_mean", "{:.2f}"),
     ("max straggler ratio", "spark", "straggler_max", "{:.2f}"),
     ("mean max/median combiner records per micro-batch", "spark", "record_skew_mean", "{:.2f}"),
@@ -72,8 +77,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"Per partitioner: {d['routers']} router workers, n = {d['combiners']} combiners, "
         f"m = {d['reducers']} reducers (Spark shuffle partitions), Spark {d['spark_master']} with "
         f"{d['window_s']} s tumbling windows and a {d['trigger_s']:g} s trigger. Routing metrics per "
-        f"{d['metric_window_ms']:,} ms event-time window (docs/partitioners.md definitions), from the combiner "
-        f"topic's contents. Broker: {d['broker']}. {d['finished']}, {d['seconds']:.0f} s in all.",
+        f"{d['metric_window_ms']:,} ms event-time window, the micro-batch's span (docs/partitioners.md definitions, "
+        f"with the replication floor), from the combiner topic's contents. "
+        f"Broker: {d['broker']}. {d['finished']}, {d['seconds']:.0f} s in all.",
         "",
         f"Command: `{d['command']}`",
         "",

@@ -9,6 +9,7 @@ and Ctrl-C leave no process behind.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -115,11 +116,12 @@ def _run_doc(
     opts: DemoOptions, data: DemoInput, run: PipelineRun, quality: tuple[Any, dict[str, float]]
 ) -> dict[str, Any]:
     exact = checks.exactness(data, run.results, opts.window_s * 1000)
-    spark = checks.spark_summary(run.batches)
+    spark = checks.spark_summary(run.batches, opts.combiners)
     _, summary = quality
     return {
         "delivery": checks.delivery(run),
         "routing": {k: summary[k] for k in ("ratio_mean", "ratio_p95", "replication_mean", "replication_p95",
+                                             "floor_mean", "partials_mean", "partials_floor_mean",
                                              "imbalance_mean", "max_load_mean", "reducer_max_mean", "windows")},
         "spark": spark,
         "throughput": {
@@ -143,7 +145,7 @@ def _verdict(doc: dict[str, Any], chosen: str, base: str) -> list[str]:
         a, b = runs[chosen], runs[base]
         ra, rb = a["routing"]["ratio_mean"], b["routing"]["ratio_mean"]
         out.append(
-            f"per-window balance: {chosen} max/mean {ra:.3f} vs {base} {rb:.3f} "
+            f"per-micro-batch balance (routed records): {chosen} max/mean {ra:.3f} vs {base} {rb:.3f} "
             f"({'better' if ra < rb else 'not better'}; {rb / ra:.2f}x), at replication "
             f"{a['routing']['replication_mean']:.3f} vs {b['routing']['replication_mean']:.3f}"
         )
@@ -151,7 +153,17 @@ def _verdict(doc: dict[str, Any], chosen: str, base: str) -> list[str]:
         if sa is not None and sb is not None:
             out.append(f"Spark straggler ratio (mean over micro-batches): {chosen} {sa:.2f} vs {base} {sb:.2f}")
         pa, pb = a["spark"]["shuffled_partials"], b["spark"]["shuffled_partials"]
-        out.append(f"shuffled partials: {chosen} {pa:,.0f} vs {base} {pb:,.0f} ({(pa - pb) / max(pb, 1):+.1%})")
+        out.append(
+            f"shuffled partials: {chosen} {pa:,.0f} vs {base} {pb:,.0f} ({(pa - pb) / max(pb, 1):+.1%}; target "
+            f"<= 1.05x {base}'s: {'met' if pa <= 1.05 * pb else 'MISSED'})"
+        )
+        rm = a["spark"].get("record_max_mean")
+        if rm is not None and math.isfinite(rm):
+            rb = b["spark"].get("record_max_mean", math.nan)
+            met = "met" if rm <= 1.10 else "MISSED"
+            out.append(
+                f"per-micro-batch combiner records max/mean: {chosen} {rm:.3f} vs {base} {rb:.3f} (<= 1.10: {met})"
+            )
         out.append(_end_to_end(doc["demo"]["rate"], a, b, chosen, base))
     for label, r in runs.items():
         e, d = r["exactness"], r["delivery"]

@@ -28,7 +28,7 @@ from router.sync.client import as_syncable
 __all__ = ["ConvergenceRun", "DsyncTrace", "convergence", "convergence_time", "dsync_trace", "settle_time"]
 
 F64 = npt.NDArray[np.float64]
-DALTON = "dalton:tail=hash"  # the paper's Dalton (hash tail)
+DALTON = "dalton:placement=bandit,tail=hash"  # the paper's Dalton (bandit, hash tail): the Q-table protocol
 
 
 @dataclass
@@ -100,7 +100,10 @@ def convergence(
     for p in routers:
         if progress is not None:
             progress(f"P={p}")
-        base = {"n": n, "m": 4, "window": 60_000.0, "slide": 1_000.0, "routers": p, "dsync": dsync, "seed": 1}
+        base = {
+            "n": n, "m": 4, "window": 60_000.0, "slide": 1_000.0, "routers": p, "dsync": dsync, "seed": 1,
+            "batches": None,  # the workload's batches: the protocol's cadence (syncs between batches) is measured
+        }  # fmt: skip
         synced = run_bench(wl, BenchSpec(partitioners=(DALTON, "pkg"), sync="protocol", **base))  # type: ignore[arg-type]
         runs.append(_run(synced, DALTON, p, "synced"))
         runs.append(_run(synced, "pkg", p, "pkg"))
@@ -141,7 +144,9 @@ def dsync_trace(
         return next((d for a, b, d in phases if a <= t < b), 0.0)
 
     wl = make_workload(f"multi:kinds=uniform+zipf,s=1.5,keys=10000,tuples={tuples},batch={batch}")
-    parts = [create("dalton", n, window=60_000, slide=1_000, seed=1 + r, tail="hash") for r in range(2)]
+    parts = [
+        create("dalton", n, window=60_000, slide=1_000, seed=1 + r, placement="bandit", tail="hash") for r in range(2)
+    ]
     options = SyncOptions(dsync=initial, dsync_min=minimum, dsync_max=maximum)
     bus = make_bus([as_syncable(p) for p in parts], options, node=slow_reducer(delay))
     assert bus is not None

@@ -44,7 +44,9 @@ def kafka_overhead(
     rng = np.random.default_rng(0)
     cdf = np.cumsum(zipf_probabilities(keys, 1.5))
     perms = [rng.permutation(keys) for _ in range(routers)]
-    parts = [create("dalton", n, window=60_000, slide=1_000, seed=i, tail="hash") for i in range(routers)]
+    parts = [
+        create("dalton", n, window=60_000, slide=1_000, seed=i, placement="bandit", tail="hash") for i in range(routers)
+    ]
     nodes = [
         SyncNode(
             DirectPort(as_syncable(p)),

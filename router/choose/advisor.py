@@ -1,7 +1,8 @@
 """The advisor: recommend a partitioner (and parameters) for a workload sample by measurement.
 
-Every candidate runs on the sample (:func:`router.choose.runner.run_bench`); the recommendation is the
-lowest mean modelled window time ``T = max L + c·max A`` (ties broken by the p95 of ``T``, then by
+Every candidate runs on the sample (:func:`router.choose.runner.run_bench`: random router batches, metrics
+per micro-batch = the route's slide, the Spark trigger); the recommendation is the lowest mean modelled
+micro-batch time ``T = max L + c·max A`` (ties broken by the p95 of ``T``, then by
 router throughput). The Holistic paper's selection rule ([Holistic] in docs/partitioners.md, Sec. 7) is
 evaluated on the same sample as the baseline:
 *shuffle if the number of groups per window is constant and significantly less than the tuples a worker
@@ -19,6 +20,7 @@ import numpy as np
 from connectors.workload_types import Workload
 from router.choose.runner import BenchResult, BenchSpec, PartitionerRun, run_bench
 from router.partitioners import available, get
+from schemas.partitioner_settings import settings_model
 
 __all__ = ["Advice", "HolisticRule", "advise", "candidate_labels", "holistic_rule"]
 
@@ -26,8 +28,8 @@ __all__ = ["Advice", "HolisticRule", "advise", "candidate_labels", "holistic_rul
 RULE_FACTOR = 10.0
 #: "constant": the groups-per-window coefficient of variation at most this.
 RULE_MAX_CV = 0.5
-#: Extra candidates: for a partitioner whose constructor takes the parameter, these values.
-VARIANTS: dict[str, tuple[object, ...]] = {"d": (4,), "tail": ("hash",)}
+#: Extra candidates: for a partitioner whose settings (or constructor) take the parameter, these values.
+VARIANTS: dict[str, tuple[object, ...]] = {"d": (4,), "placement": ("bandit",)}
 
 
 @dataclass(frozen=True)
@@ -82,12 +84,15 @@ def candidate_labels(names: Sequence[str] | None = None) -> tuple[str, ...]:
     labels: list[str] = []
     for name in names or available():
         labels.append(name)
+        model = settings_model(name)
         try:
-            sig = inspect.signature(get(name).__init__)
+            takes = (
+                set(model.model_fields) if model is not None else set(inspect.signature(get(name).__init__).parameters)
+            )
         except Exception:  # noqa: BLE001 - not importable yet: the run will report it as n/a
             continue
         for param, values in VARIANTS.items():
-            if param in sig.parameters:
+            if param in takes:
                 labels += [f"{name}:{param}={v}" for v in values]
     return tuple(labels)
 

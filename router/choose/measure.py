@@ -13,9 +13,17 @@ import numpy as np
 import numpy.typing as npt
 
 from router.partitioners.keys import Keys
-from router.partitioners.metrics import WindowSeries, measure
+from router.partitioners.metrics import WindowSeries, measure, replication_floor
 
-__all__ = ["REDUCER_HASH_SEED", "SUMMARY_FIELDS", "WindowMetrics", "summarise", "window_metrics"]
+__all__ = [
+    "BATCH_SIZES",
+    "REDUCER_HASH_SEED",
+    "SUMMARY_FIELDS",
+    "WindowMetrics",
+    "summarise",
+    "unaligned_batches",
+    "window_metrics",
+]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -31,6 +39,7 @@ SUMMARY_FIELDS = (
     ("ratio", "max/mean load"),
     ("imbalance", "imbalance I"),
     ("replication", "replication"),
+    ("floor", "replication floor"),
     ("reducer_max", "reducer max A"),
     ("time", "window time T"),
 )
@@ -51,10 +60,11 @@ class WindowMetrics:
     replication: F64  # Γ / K
     reducer_max: I64  # max_j A_j
     time: F64  # T = max L + c max A
+    floor: F64  # least replication at max/mean <= 1.05 given the window's key counts (nan: not computed)
 
     @classmethod
-    def from_series(cls, s: WindowSeries, width: float) -> WindowMetrics:
-        """Flatten ``s`` whose window indices are ``floor(t / width)``."""
+    def from_series(cls, s: WindowSeries, width: float, floor: F64 | None = None) -> WindowMetrics:
+        """Flatten ``s`` whose window indices are ``floor(t / width)`` (``floor``: per window, if known)."""
         return cls(
             start=(s.windows * width).astype(np.float64),
             tuples=s.loads.sum(axis=1),
@@ -67,15 +77,16 @@ class WindowMetrics:
             replication=s.replication,
             reducer_max=s.reducer_cost,
             time=s.time,
+            floor=np.full(s.windows.shape[0], np.nan) if floor is None else np.asarray(floor, dtype=np.float64),
         )
 
 
 def window_metrics(
     keys: Keys, combiners: npt.ArrayLike, window_index: I64, width: float, n: int, m: int, c: float
 ) -> WindowMetrics:
-    """Per-window metrics of one combined assignment (``window_index = floor(t / width)``)."""
+    """Per-window metrics of one combined assignment (``window_index = floor(t / width)``), with the floor."""
     series = measure(keys, combiners, window_index, n, m=m, c=c, reducer_seed=REDUCER_HASH_SEED)
-    return WindowMetrics.from_series(series, width)
+    return WindowMetrics.from_series(series, width, replication_floor(keys, window_index, n))
 
 
 def summarise(w: WindowMetrics) -> dict[str, float]:
@@ -86,3 +97,20 @@ def summarise(w: WindowMetrics) -> dict[str, float]:
         out[f"{attr}_mean"] = float(series.mean()) if series.size else float("nan")
         out[f"{attr}_p95"] = float(np.percentile(series, 95)) if series.size else float("nan")
     return out
+
+
+#: Router batch sizes of the measurements (tuples): random, so batches do not line up with micro-batches.
+BATCH_SIZES = (100, 5_000)
+
+
+def unaligned_batches(total: int, seed: int = 11, sizes: tuple[int, int] = BATCH_SIZES) -> list[tuple[int, int]]:
+    """Cut ``total`` tuples into router batches ``[a, b)`` of random sizes in ``[sizes[0], sizes[1])``.
+
+    A micro-batch spans many router batches of whatever sizes the consumer polls return: measuring with
+    batches aligned to the metric's window would reward packing each batch, whatever it costs the micro-batch.
+    """
+    rng = np.random.default_rng(seed)
+    cuts = [0]
+    while cuts[-1] < total:
+        cuts.append(min(total, cuts[-1] + int(rng.integers(sizes[0], sizes[1]))))
+    return list(zip(cuts[:-1], cuts[1:], strict=True))

@@ -1,6 +1,9 @@
 """The benchmark runner: P router instances per partitioner, side by side on one stream.
 
-Each batch of the workload is split among ``P`` routers (per tuple round-robin, or one source per router
+The workload's stream is cut into router batches of random sizes (``batches``, 100..5,000 tuples by default;
+per source), so batches do not line up with the micro-batch the metrics are computed over (``metric_window``,
+default one slide: with Spark the slide is the trigger, window = 12 slides by default). Each batch is split
+among ``P`` routers (per tuple round-robin, or one source per router
 group for a multi-source workload); every partitioner's routers assign it in turn, so all partitioners
 are timed under the same machine conditions. The routers' outputs are put back in stream order and the
 per-window metrics are computed over that *combined* output. Partitioners that implement ``merge`` are
@@ -11,7 +14,7 @@ yet, bad parameter) is recorded with its error instead of aborting the run.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from connectors.workload_types import Workload, parse_spec, tagged_batches
-from router.choose.measure import WindowMetrics, summarise, window_metrics
+from router.choose.measure import BATCH_SIZES, WindowMetrics, summarise, window_metrics
 from router.partitioners import Partitioner, available, create
 from router.sync.client import SyncablePartitioner
 
@@ -35,8 +38,8 @@ class BenchSpec:
     partitioners: tuple[str, ...] = ()
     n: int = 8
     m: int = 4
-    window: float = 60_000
-    slide: float = 1_000
+    window: float = 240_000  # 12 slides
+    slide: float = 20_000  # the micro-batch (Spark trigger) the metrics are computed per
     routers: int = 1
     dsync: int = 10_000
     c: float = 1.0
@@ -44,6 +47,7 @@ class BenchSpec:
     seed: int = 1
     tuples: int | None = None
     sync: str = "merge"  # "merge" (snapshot/merge every dsync), "protocol" (router.sync SYNC/GLOBAL), "never"
+    batches: tuple[int, int] | None = BATCH_SIZES  # router batch sizes (random, per source); None: the workload's
 
     def labels(self) -> tuple[str, ...]:
         """The partitioner labels to run (all registered ones when none are given)."""
@@ -191,6 +195,35 @@ def _sync_bus(routers: Sequence[Partitioner], spec: BenchSpec) -> Any:
     return make_bus(syncable, SyncOptions(dsync=spec.dsync))
 
 
+def _recut(
+    batches: Iterator[tuple[int, tuple[np.ndarray, np.ndarray]]], sizes: tuple[int, int] | None, seed: int
+) -> Iterator[tuple[int, tuple[np.ndarray, np.ndarray]]]:
+    """The same tuples, per source in the same order, in router batches of random sizes in ``sizes``."""
+    if sizes is None:
+        yield from batches
+        return
+    rng = np.random.default_rng(seed)
+    held: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    size: dict[int, int] = {}
+    want: dict[int, int] = {}
+    for src, (keys, times) in batches:
+        held.setdefault(src, []).append((np.asarray(keys), np.asarray(times)))
+        size[src] = size.get(src, 0) + len(keys)
+        if src not in want:
+            want[src] = int(rng.integers(sizes[0], sizes[1]))
+        while size[src] >= want[src]:
+            k = np.concatenate([b[0] for b in held[src]])
+            t = np.concatenate([b[1] for b in held[src]])
+            w = want[src]
+            yield src, (k[:w], t[:w])
+            held[src] = [(k[w:], t[w:])]
+            size[src] -= w
+            want[src] = int(rng.integers(sizes[0], sizes[1]))
+    for src, parts in held.items():
+        if size[src]:
+            yield src, (np.concatenate([b[0] for b in parts]), np.concatenate([b[1] for b in parts]))
+
+
 def _codes(keys: list[np.ndarray]) -> tuple[np.ndarray, I64]:
     """All keys of the run, concatenated, and a dense code per tuple (for per-key analyses)."""
     if not keys:
@@ -212,7 +245,9 @@ def run_bench(
     times_seen: list[I64] = []
     fed, since_sync, limit = 0, 0, spec.tuples
     offsets = [0] * len(groups)  # per source: tuples dealt so far (round-robin position)
-    for src, (keys, times) in tagged_batches(workload):
+    for lane in lanes:  # cooperating routers know each other before the first tuple
+        lane.sync()
+    for src, (keys, times) in _recut(tagged_batches(workload), spec.batches, 11):
         if limit is not None and fed >= limit:
             break
         if limit is not None and fed + len(keys) > limit:

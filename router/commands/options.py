@@ -79,7 +79,10 @@ def bench_spec(wl: Workload, window: float | None, slide: float | None, **kw: An
     """A measurement spec with the workload's window and slide unless given."""
     from router.choose.runner import BenchSpec
 
-    return BenchSpec(window=float(window or wl.window or 60_000), slide=float(slide or wl.slide or 1_000), **kw)
+    base = BenchSpec()
+    return BenchSpec(
+        window=float(window or wl.window or base.window), slide=float(slide or wl.slide or base.slide), **kw
+    )
 
 
 PartsOpt = typer.Option(None, "--partitioners", "-p", help="comma-separated partitioners (default: all)")

@@ -8,7 +8,15 @@ distinct keys in the window:
 - aggregation cost ``Γ = Σ_i D_i`` and replication ``Γ / K`` (1.0 = no key split);
 - reducer cost ``max_j A_j``: partial aggregates (one per distinct (key, combiner) pair) received by the
   busiest of ``m`` reducers, a partial of key ``k`` going to reducer ``murmur3_32(key_bytes, seed) mod m``;
-- modelled window time ``T = max_i L_i + c · max_j A_j``.
+- modelled window time ``T = max_i L_i + c · max_j A_j``;
+- the **floor** of replication at balance target ``b`` (default 1.05): with key counts ``c_k`` in a window of
+  ``W`` tuples, no assignment keeping ``max/mean <= b`` reaches fewer than ``Σ_k ceil(c_k / floor(b · W / n)) / K``
+  partials per key (:func:`replication_floor`). Reported beside every partitioner: it says how far a rule is
+  from what is possible, not only from its peers.
+
+With Spark consumers the window of these metrics is one **micro-batch** (the route's ``window.slide`` = the
+trigger): Spark pre-aggregates each micro-batch per combiner task, so a key on ``c`` combiners costs ``c``
+shuffled partials in it, and the slowest task sets the stage.
 
 Windows are count-based (``size`` consecutive tuples: :func:`count_windows`) or time-based (tumbling,
 ``floor(t / window)``: :func:`time_windows`; windows without tuples are not reported). Each metric is a
@@ -25,10 +33,13 @@ import numpy.typing as npt
 
 from router.partitioners.keys import DEFAULT_HASH_SEED, KeyCodec, Keys
 
-__all__ = ["Summary", "WindowSeries", "count_windows", "measure", "time_windows"]
+__all__ = ["BALANCE_TARGET", "Summary", "WindowSeries", "count_windows", "measure", "replication_floor", "time_windows"]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
+
+#: The balance target ``b`` of the replication floor (max/mean per window).
+BALANCE_TARGET = 1.05
 
 #: Per-window series that :meth:`WindowSeries.summary` reports.
 SERIES = ("imbalance", "ratio", "gamma", "replication", "reducer_cost", "time")
@@ -188,3 +199,31 @@ def time_windows(
     t = np.asarray(times, dtype=np.float64).reshape(-1)
     index = np.floor_divide(t, float(window)).astype(np.int64)
     return measure(keys, combiners, index, n, m=m, c=c, reducer_seed=reducer_seed)
+
+
+def replication_floor(
+    keys: Keys, window_of: npt.ArrayLike, n: int, *, target: float = BALANCE_TARGET, size: int | None = None
+) -> F64:
+    """Per window (in order of window index): the least replication keeping ``max/mean <= target``.
+
+    ``Σ_k ceil(c_k / floor(target · W / n)) / K`` with ``c_k`` the key counts of the window, ``K`` its
+    distinct keys and ``W`` its tuples (``size`` instead, when given: the nominal micro-batch size). Known
+    only after the fact: it uses each window's exact counts, which no online router has.
+    """
+    if not target >= 1:
+        raise ValueError(f"target must be >= 1, got {target}")
+    batch = KeyCodec(1).encode(keys)
+    win = np.asarray(window_of, dtype=np.int64).reshape(-1)
+    if win.shape[0] != batch.size:
+        raise ValueError(f"{batch.size} keys, {win.shape[0]} window indices")
+    _, w = np.unique(win, return_inverse=True)
+    w = w.reshape(-1).astype(np.int64)
+    nw, nk = int(w.max()) + 1 if w.size else 0, batch.distinct
+    pair, count = np.unique(w * nk + batch.inverse.astype(np.int64), return_counts=True)
+    pw = pair // nk
+    tuples = np.bincount(w, minlength=nw)
+    width = tuples if size is None else np.full(nw, size, dtype=np.int64)
+    most = np.maximum(1, np.floor(target * width / n)).astype(np.float64)
+    pieces = np.bincount(pw, weights=np.ceil(count / most[pw]), minlength=nw)
+    distinct = np.bincount(pw, minlength=nw)
+    return np.asarray(pieces / np.maximum(distinct, 1), dtype=np.float64)

@@ -49,7 +49,7 @@ def streams(steps: int, seed: int = 0) -> list[list[np.ndarray]]:
 
 
 def dalton(seed: int) -> DaltonPartitioner:
-    return DaltonPartitioner(N, window=60_000, slide=SLIDE, seed=seed, tail="hash")  # the paper's Dalton
+    return DaltonPartitioner(N, window=60_000, slide=SLIDE, seed=seed, placement="bandit", tail="hash")  # the paper's
 
 
 class RecordingPort(DirectPort):

@@ -56,7 +56,7 @@ def test_hostile_writer_on_the_broker(kafka: KafkaSettings, topic: str) -> None:
     start = wall_ms()
     nodes = [
         SyncNode(
-            DirectPort(DaltonPartitioner(N), window_per_clock=None),
+            DirectPort(DaltonPartitioner(N, window=60_000, slide=1_000, placement="bandit"), window_per_clock=None),
             NodeConfig(
                 deployment="h",
                 route="r",

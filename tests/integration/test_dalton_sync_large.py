@@ -34,7 +34,7 @@ DSYNC_MS = 250
 
 def _warm(n: int, windows: int, seed: int = 0) -> DaltonPartitioner:
     """A partitioner whose Q-table holds rows of ~200 hot keys per window, the hot set drifting."""
-    p = DaltonPartitioner(n, window=10_000, slide=1_000, tail="hash", seed=seed)
+    p = DaltonPartitioner(n, window=10_000, slide=1_000, placement="bandit", tail="hash", seed=seed)
     rng = np.random.default_rng(seed)
     for w in range(windows):
         for b in range(2):

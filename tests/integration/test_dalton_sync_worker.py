@@ -24,7 +24,7 @@ pytestmark = pytest.mark.kafka
 def test_two_workers_sync_their_dalton_routes(kafka: KafkaSettings, topic: str) -> None:
     records = zipf_records(40_000, seed=3)
     produce(kafka, topic, records)
-    s = settings(kafka, topic, f"app-{topic}", partitioner={"name": "dalton", "tail": "hash"},
+    s = settings(kafka, topic, f"app-{topic}", partitioner={"name": "dalton", "placement": "bandit", "tail": "hash"},
                  router={"dsync_ms": 100, "control_topic": f"{topic}.control"})  # fmt: skip
     ensure_route_topics(s.kafka, s.routes[0])
     planes = [
@@ -67,7 +67,12 @@ def test_late_joiner_learns_the_rounds_from_history_and_takes_over(kafka: KafkaS
     def transport(name: str) -> KafkaSyncTransport:
         cfg = NodeConfig(deployment="late", route="r", instance=name, combiners=4, dsync=100,
                          policy=DsyncPolicy(100, 1600), liveness_floor=1_000, stale_before=wall_ms())  # fmt: skip
-        return KafkaSyncTransport(kafka, topic, [SyncNode(DirectPort(DaltonPartitioner(4)), cfg)], poll_s=0.005)
+        return KafkaSyncTransport(
+            kafka,
+            topic,
+            [SyncNode(DirectPort(DaltonPartitioner(4, window=60_000, slide=1_000, placement="bandit")), cfg)],
+            poll_s=0.005,
+        )
 
     early = [transport("w5").start(), transport("w7").start()]
     late: KafkaSyncTransport | None = None

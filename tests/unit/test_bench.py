@@ -46,7 +46,15 @@ def direct_metrics(keys: np.ndarray, combiners: np.ndarray, n: int, m: int, c: f
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
     wl = make_workload("zipf:s=1.2,keys=500,tuples=4000,batch=300")
-    spec = BenchSpec(partitioners=("hash", "shuffle", "pkg", "nope", "pkg:bogus=1"), n=4, m=3, routers=2, c=2.0)
+    spec = BenchSpec(
+        partitioners=("hash", "shuffle", "pkg", "nope", "pkg:bogus=1"),
+        n=4,
+        m=3,
+        routers=2,
+        c=2.0,
+        window=12_000,
+        slide=1_000,
+    )
     result = run_bench(wl, spec)
     out = tmp_path_factory.mktemp("bench")
     write_report(result, out)
@@ -108,10 +116,10 @@ def test_in_process_sync_every_dsync_tuples(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(registry._REGISTRY, "recording-hash", RecordingHash)  # removed again after the test
     RecordingHash.merges.clear()
     wl = make_workload("uniform:keys=100,tuples=10000,batch=500")
-    run_bench(wl, BenchSpec(partitioners=("recording-hash",), routers=3, dsync=2000))
-    assert len(RecordingHash.merges) == 3 * 5  # 3 routers, at 2000, 4000, ..., 10000 tuples
+    run_bench(wl, BenchSpec(partitioners=("recording-hash",), routers=3, dsync=2000, batches=None))
+    assert len(RecordingHash.merges) == 3 * 6  # 3 routers, before the first tuple, at 2000, 4000, ..., 10000
     assert {p for _, p in RecordingHash.merges} == {2}
-    assert sorted({t for t, _ in RecordingHash.merges}) == [666, 667, 1333, 1334, 2000, 2666, 2667, 3333, 3334]
+    assert sorted({t for t, _ in RecordingHash.merges}) == [0, 666, 667, 1333, 1334, 2000, 2666, 2667, 3333, 3334]
 
 
 def test_advisor_few_keys_picks_shuffle_because_of_load() -> None:

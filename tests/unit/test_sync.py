@@ -111,7 +111,7 @@ def test_client_prepare_await_and_rounds() -> None:
 def test_key_forwarding_only_with_a_sync_per_slide() -> None:
     assert forwarding_allowed(500, 1000) and not forwarding_allowed(2000, 1000)
     assert not forwarding_allowed(10, 1000, comparable=False)
-    part = DaltonPartitioner(N, slide=1000, key_forwarding=True)
+    part = DaltonPartitioner(N, window=60_000, slide=1000, key_forwarding=True)
     port = DirectPort(part)
     port.payload()
     port.apply({}, 2000)

@@ -173,7 +173,9 @@ def test_stale_sync_from_history_is_ignored() -> None:
 # -- real partitioners ------------------------------------------------------------------------------------
 def test_dalton_routers_agree_on_global_hot_keys_and_rows() -> None:
     rng = np.random.default_rng(1)
-    parts = [DaltonPartitioner(8, seed=i, tail="hash") for i in range(3)]
+    parts = [
+        DaltonPartitioner(8, window=60_000, slide=1_000, seed=i, tail="hash", placement="bandit") for i in range(3)
+    ]
     bus = make_bus(parts, SyncOptions(dsync=1000))
     assert bus is not None
     perms = [np.arange(500), rng.permutation(500), rng.permutation(500)]
@@ -202,8 +204,11 @@ def test_bench_runs_the_protocol_in_process() -> None:
     wl = make_workload("multi:kinds=uniform+zipf+zipf,s=1.5,keys=2000,tuples=30000,batch=500")
     runs = {}
     for mode in ("protocol", "never", "merge"):
-        spec = BenchSpec(partitioners=("dalton:tail=hash",), routers=3, dsync=1000, sync=mode, n=8)
-        runs[mode] = run_bench(wl, spec).run("dalton:tail=hash")
+        paper = "dalton:placement=bandit,tail=hash"  # the Q-table protocol; a sync per 500-tuple batch
+        spec = BenchSpec(
+            partitioners=(paper,), routers=3, dsync=1000, sync=mode, n=8, window=60_000, slide=1_000, batches=None
+        )
+        runs[mode] = run_bench(wl, spec).run(paper)
     proto = runs["protocol"]
     assert proto.ok and proto.sync_stats["rounds"] >= 25 and proto.sync_stats["messages"]["sync"] >= 75
     assert runs["never"].sync_stats == {} and runs["never"].sync_seconds == 0.0
@@ -259,7 +264,7 @@ def test_round_held_by_a_dead_reducer_is_closed_again() -> None:
 
 
 def test_port_keeps_the_global_load_per_statistics_window() -> None:
-    part = DaltonPartitioner(N, slide=1000)
+    part = DaltonPartitioner(N, window=60_000, slide=1000)
     clock = [0.0]
     port = DirectPort(part, clock=lambda: clock[0])
     part.assign(np.arange(100) % 7, np.arange(100))
@@ -271,7 +276,7 @@ def test_port_keeps_the_global_load_per_statistics_window() -> None:
     clock[0] = 2000.0
     port.refresh()  # ... and the port sets it back, from the next window on
     assert part.stats.index == 2 and part.stats.prev_load == 2000
-    unscaled = DirectPort(DaltonPartitioner(N), window_per_clock=None)
+    unscaled = DirectPort(DaltonPartitioner(N, window=60_000, slide=1_000), window_per_clock=None)
     unscaled.payload()
     unscaled.apply({"global_load": 8000}, 4000, period=4000)
     assert unscaled.partitioner.stats.prev_load == 8000  # units not comparable: L = GL

@@ -51,7 +51,9 @@ class SkewedCluster:
         self.loop_ms = list(loop_ms) if loop_ms is not None else [0.0] * len(offsets)
         self.inbox: list[list[bytes]] = [[] for _ in offsets]
         self._turn = [0.0] * len(offsets)  # a slow node's next turn
-        self.parts = [DaltonPartitioner(N, window=10_000, slide=1_000, seed=i) for i in range(len(offsets))]
+        self.parts = [
+            DaltonPartitioner(N, window=10_000, slide=1_000, seed=i, placement="bandit") for i in range(len(offsets))
+        ]
         self.t = 0.0
         self.nodes = [
             SyncNode(
@@ -231,7 +233,7 @@ def test_partitioner_leaves_await_without_a_global() -> None:
 
 
 def test_reward_buffer_is_capped_inside_the_partitioner() -> None:
-    part = DaltonPartitioner(N, window=10_000, slide=1_000)
+    part = DaltonPartitioner(N, window=10_000, slide=1_000, placement="bandit")
     rng = np.random.default_rng(1)
     part.sync_payload()  # AWAIT, and nobody answers or times out
     import router.partitioners.dalton.sync as dsync

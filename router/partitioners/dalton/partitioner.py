@@ -1,47 +1,41 @@
-"""The Dalton partitioner ([Dalton] in docs/partitioners.md): bandit routing of hot keys, affinity for the tail.
+"""The Dalton partitioner ([Dalton] in docs/partitioners.md): state scoped to the consumer's micro-batch.
 
-How a batch is processed. The batch is a look-ahead buffer (a legitimate micro-batch technique, Sec.
-3.4): its key counts are known before any tuple is routed.
+Contract. ``assign`` returns one combiner per tuple, in ``[0, n)``. The *scope* is the current slide
+(``slide`` = the Spark trigger: Spark pre-aggregates each micro-batch per combiner task, so a key costs one
+shuffled partial per combiner it reaches in the micro-batch). A batch that crosses a slide boundary is cut
+there and each part is routed in its own scope. Everything below is deterministic given the seed and the
+sequence of ``assign``/``merge``/``apply_global`` calls; :meth:`snapshot` and :meth:`restore` continue exactly.
 
-1. The batch is cut where the slide block or the statistics window changes; each segment is routed on
-   its own, after the window state has advanced to the segment's time (expiry is exact).
-2. The segment's distinct keys are counted into the statistics window; keys reaching ``L / n`` enter the
-   Q-table (valid through the next statistics window); the Q-table's keys are the hot keys.
-3. With ``pack=True`` (default) the hot tuples (at most ~2n keys) are routed first, after the tail keys
-   already bound to a combiner in the scope: in chunks by the epsilon-greedy bandit
-   (:func:`~.bandit.run_chunks`), one decision and one reward per chunk, each chunk filling the chosen
-   combiner up to the segment's final mean load ``level`` at most, the choice restricted to combiners still
-   below it. So a hot key reaches about ``count / level`` combiners (the fewest that hold it without
-   exceeding the mean) instead of a piece on every combiner.
-4. Then the non-hot keys, per distinct key, vectorised (``tail="affinity"`` or ``"hash"``): affinity puts
-   the largest keys first on the less loaded of their two candidates and spills a key whose candidates
-   are both full to the least loaded combiner (:mod:`.tail`); all tuples of a non-hot key in the segment
-   go to one combiner.
+``placement="sticky"`` (the default; :mod:`.sticky`), per segment of a batch, against the scope-to-date
+mean ``level`` (the scope's load once the segment is routed, divided by ``n``):
 
-``pack=False`` is the paper's order: the tail first, then the hot tuples up to their water level (the
-level the hot tuples would fill the load vector to), so every combiner below it gets hot pieces. By
-default a chunk fills the chosen combiner up to the level, so a decision is taken when a combiner
-crosses it: about ``n`` + (hot keys) decisions per batch, i.e. the paper's load quantisation (Sec. 3.1,
-key idea 2) with an adaptive quantum. ``quantum=q`` gives fixed chunks of ``q`` tuples; ``quantum=1,
-update="chosen", pack=False, tail="hash"`` is Algorithm 1 tuple by tuple. Tuples get their chunk's
-combiner with one ``np.repeat``.
+1. keys not split and not hot: first the ones a combiner already holds in the scope, smallest first (they stay
+   there up to ``level * (1 + 2 balance)``, so a full combiner splits its largest key), then the new ones
+   largest first, each whole on the first combiner of its probe order with room. A key's probe order
+   starts with its two hash candidates. One router tries first the combiner that held the key whole in the
+   previous scope, else the less loaded candidate, with room under ``level * (1 + balance)`` (then the
+   least loaded combiner within ``level * (1 + 2 balance)``).
+   Cooperating routers (``routers > 1``, or after a sync or merge) put first the candidate chosen by a
+   per-combiner share fitted on the previous scope's keys (:func:`fit_accept`) and a per-key number derived
+   from the key id, the same on every router, with room under ``(1 + 2 balance)`` times the larger of
+   ``level`` and the previous scope's mean;
+2. then split and hot keys, largest first: each fills the combiners that already hold it up to
+   ``level * (1 + balance)`` before it reaches a further one (in its probe order).
 
-Why ``pack``: on a sweep of Zipf s 0.6-2.0 x n 2-32 x 1k-100k keys (mean per-1,000-tuple-window max/mean,
-replication), the tail-first order split hot keys over every combiner (Zipf 1.5, n = 32: 1.31 / 1.33,
-dominated by Prompt's 1.02 / 1.24); hot-first measures 1.08 / 1.20 there and 1.00 / 1.03 at n = 8.
+So a key is split only when it is larger than the room left, and uniform keys behave like cAM (replication
+about 1). What carries over from one scope to the next: the fitted shares, each key's last whole combiner
+and the hot-key statistics, nothing that would keep a drifted hot set split. Cooperating routers also share
+the combiner sets of their split and hot keys and the fitted shares (:mod:`.sync`): P routers fill one set
+per key instead of P.
 
-Learning. ``update="all"`` (default): the reward is a model the router computes itself (Eq. 3-4), so
-after each chunk every action's Q value moves towards the reward the *next* tuple would get there
-(a full-information bandit update); the greedy choice then tracks the current load instead of stale
-values. ``update="chosen"`` updates only the chosen action (Eq. 5 as in the paper). Measured on the
-zipf15 stream (mean per-window max/mean, replication): all 1.05 / 1.07, chosen 1.39 / 1.04.
+``placement="bandit"``: the paper's Algorithm 1 with the project's options. Hot keys (frequency ``>= L / n``
+in the statistics window) are routed by the epsilon-greedy contextual bandit (:mod:`.bandit`) in chunks,
+the other keys by ``tail`` (``hash``, the paper, or the two-choice ``affinity`` rule of :mod:`.tail`);
+``pack`` routes hot keys first up to the mean level; ``update``, ``quantum``, ``micro_batch`` as described
+on :class:`~schemas.partitioner_settings.DaltonSettings`. ``quantum=1, update="chosen", pack=False,
+tail="hash", micro_batch=False`` is Algorithm 1 tuple by tuple.
 
-Scopes. ``micro_batch=True`` (default) counts fragmentation *and* the reward's load vector per slide:
-with Spark consumers the slide is the trigger interval, each combiner task computes one partial per key
-per micro-batch, and a micro-batch's straggler is its most loaded task (Sec. 3.4). Fragmentation is
-counted per slide, not per ``assign`` call, because router batches may be smaller than a trigger.
-``micro_batch=False`` is the paper's tuple-at-a-time model: both over the sliding window ``W``. The
-window's fragmentation (with correct expiry) is maintained in both modes; key forwarding uses it.
+The sliding window's fragmentation (with correct expiry) is kept in both placements; key forwarding uses it.
 """
 
 from __future__ import annotations
@@ -57,10 +51,12 @@ from router.partitioners.base import Partitioner, PartitionerState
 from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward, run_chunks
 from router.partitioners.dalton.slots import KeySlots, SlotTable
-from router.partitioners.dalton.stats import FrequencyStats, StatsMode
+from router.partitioners.dalton.stats import FrequencyStats
+from router.partitioners.dalton.sticky import place_keys
 from router.partitioners.dalton.tail import affinity_fill
 from router.partitioners.dalton.window import SlidingState
-from router.partitioners.keys import DEFAULT_HASH_SEED, KeyBatch
+from router.partitioners.keys import KeyBatch
+from schemas.partitioner_settings import DaltonSettings
 
 __all__ = ["DEFAULT_TAIL", "DaltonPartitioner"]
 
@@ -68,29 +64,46 @@ IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 TailRule = Literal["hash", "affinity"]
-#: Chosen by measurement (mean per-window max/mean, n=8, 1000-tuple windows; affinity vs hash tail, with
-#: the earlier flow-plan affinity rule): uniform 1.00 vs 1.13, Zipf 1.0 1.25 vs 1.77, Zipf 1.0 over 100k
-#: keys 1.29 vs 1.66, changing hot set 1.10 vs 1.22, zipf15 1.05 vs 1.06, flights (dest) 1.23 vs 1.63,
-#: words 1.07 vs 1.27; replication equal (a non-hot key is never split within a slide). The largest-first
-#: rule now in :mod:`.tail` measures 1.00 on the Zipf 1.0 cells at n = 8.
-DEFAULT_TAIL: TailRule = "affinity"
+#: The bandit placement's default tail rule (declared on :class:`DaltonSettings`).
+DEFAULT_TAIL: TailRule = DaltonSettings.model_fields["tail"].default
 _INITIAL_SLOTS = 1 << 14
+#: Most combiners: the per-slot candidate table is int16.
+MAX_COMBINERS = 32767
+
+
+def _key_uniform(ids: npt.NDArray[np.uint64]) -> F64:
+    """A uniform number in [0, 1) per key id, the same on every router (bits the candidates do not use)."""
+    return ((ids >> np.uint64(40)) & np.uint64(0xFFFFFF)).astype(np.float64) / float(1 << 24)
+
+
+def fit_accept(pairs: F64, rounds: int = 30) -> F64:
+    """Per combiner, the share of the keys having it first that it keeps (the rest go to their second).
+
+    ``pairs[a, b]``: tuples of keys with candidates ``(a, b)`` in the last scope. The shares are fit so that
+    those keys would have loaded every combiner as evenly as they can (a few damped rounds of moving load
+    from combiners above the mean to their keys' second candidates). Every router fits them on its own
+    view of the last scope; with routers seeing the same stream they agree but for a few keys.
+    """
+    n = pairs.shape[0]
+    accept = np.ones(n, dtype=np.float64)
+    own = pairs.sum(axis=1)
+    total = float(own.sum())
+    if total <= 0:
+        return accept
+    mean = total / n
+    for _ in range(rounds):
+        load = own * accept + (pairs * (1.0 - accept)[:, None]).sum(axis=0)
+        accept = np.clip(accept - 0.5 * (load - mean) / np.maximum(own, 1.0), 0.0, 1.0)
+    return accept
 
 
 class DaltonPartitioner(KeySlots, Partitioner):
     """Dalton (Zapridou et al., PVLDB 2022) with the project's decisions of docs/partitioners.md.
 
-    Parameters (besides ``n``, ``window``, ``slide``, ``seed``, ``hash_seed``):
-    ``epsilon``, ``gamma``, ``p1``, ``p2``, ``initial_q``: the bandit (paper defaults);
-    ``statistics``: ``exact`` | ``countmin`` | ``hybrid`` (per statistics window; ``exact_limit`` distinct
-    keys is the hybrid's switch); ``stats_window``: the statistics window (default one slide);
-    ``max_split``: most combiners a key may reach in the fragmentation scope (default ``n``);
-    ``tail``: ``hash`` (paper) or ``affinity`` (default); ``micro_batch``: see the module doc;
-    ``quantum``: fixed tuples per bandit decision (default: fill to the water level, at least
-    ``max(1, segment // (32 n))``); ``update``: ``all`` (default) or ``chosen`` (see the module doc);
-    ``key_forwarding``: compute :meth:`forwardable` (Sec. 4.2); ``pack``: hot keys first, up to the mean
-    level (default; only with the affinity tail, a hashed tail cannot fill around them; ``False``: the
-    paper's tail-first order, see the module doc).
+    ``window`` and ``slide`` are in the unit of ``assign``'s times; ``slide`` is the scope (the consumer's
+    micro-batch). The algorithm's settings are a :class:`~schemas.partitioner_settings.DaltonSettings`
+    (``settings``) and/or its fields as keyword arguments (they override ``settings``); the model is the one
+    place their defaults and bounds are written, and it validates them here.
 
     Cooperative learning: :meth:`sync_payload`, :meth:`apply_global`, :meth:`merge` (see :mod:`.sync`).
     """
@@ -98,86 +111,81 @@ class DaltonPartitioner(KeySlots, Partitioner):
     name = "dalton"
     splits_keys = True
     n_hashes = 2
-    state_version = 2  # 2: ``pack``
+    state_version = 3  # 3: sticky placement (shared combiner sets)
 
     def __init__(
         self,
         n: int,
         *,
-        window: float = 60_000,
-        slide: float = 1_000,
+        window: float,
+        slide: float,
         seed: int = 0,
-        hash_seed: int = DEFAULT_HASH_SEED,
-        epsilon: float = 0.1,
-        gamma: float = 0.1,
-        p1: float = 0.5,
-        p2: float = 0.5,
-        initial_q: float = -2.0,
-        statistics: StatsMode = "exact",
-        exact_limit: int = 1 << 16,
-        stats_window: float | None = None,
-        max_split: int | None = None,
-        tail: TailRule | None = None,
-        micro_batch: bool = True,
-        quantum: int | None = None,
-        key_forwarding: bool = False,
-        update: Literal["chosen", "all"] = "all",
-        pack: bool = True,
+        settings: DaltonSettings | None = None,
+        **params: Any,
     ) -> None:
-        self.tail: TailRule = DEFAULT_TAIL if tail is None else tail
-        if self.tail not in ("hash", "affinity"):
-            raise ValueError(f"tail must be 'hash' or 'affinity', got {tail!r}")
-        super().__init__(n, window=window, slide=slide, seed=seed, hash_seed=hash_seed)
-        if n > 32767:
-            raise ValueError(f"n must be at most 32767, got {n!r}")
-        if not 0 <= epsilon <= 1:
-            raise ValueError(f"epsilon must be in [0, 1], got {epsilon!r}")
-        if not 0 < gamma <= 1:
-            raise ValueError(f"gamma must be in (0, 1], got {gamma!r}")
-        if min(p1, p2) < 0:
-            raise ValueError(f"p1 and p2 must be >= 0, got {p1!r}, {p2!r}")
-        if max_split is not None and max_split < 1:
-            raise ValueError(f"max_split must be >= 1, got {max_split!r}")
-        if quantum is not None and quantum < 1:
-            raise ValueError(f"quantum must be >= 1, got {quantum!r}")
-        self.stats_window = slide if stats_window is None else stats_window
-        if not self.stats_window > 0:
-            raise ValueError(f"stats_window must be > 0, got {stats_window!r}")
-        self._params.update(
-            epsilon=epsilon, gamma=gamma, p1=p1, p2=p2, initial_q=initial_q, statistics=statistics,
-            exact_limit=exact_limit, stats_window=stats_window, max_split=max_split, tail=tail,
-            micro_batch=micro_batch, quantum=quantum, key_forwarding=key_forwarding, update=update, pack=pack,
-        )  # fmt: skip
+        base = settings.model_dump() if settings is not None else {}
+        cfg = DaltonSettings.model_validate({**base, **params, "name": "dalton"})
+        self.settings = cfg
+        if n > MAX_COMBINERS:
+            raise ValueError(f"n must be at most {MAX_COMBINERS}, got {n!r}")
+        self.tail: TailRule = cfg.tail
+        self.placement = cfg.placement
+        self.two_candidates = self.tail == "affinity" or self.placement == "sticky"
+        super().__init__(n, window=window, slide=slide, seed=seed, hash_seed=cfg.hash_seed)
+        self.stats_window = slide if cfg.stats_window is None else cfg.stats_window
+        self._params.update(cfg.params())
         # a hashed tail cannot fill around hot keys placed first: with tail=hash the hot keys go last
-        self.pack = bool(pack) and self.tail == "affinity"
-        if update not in ("chosen", "all"):
-            raise ValueError(f"update must be 'chosen' or 'all', got {update!r}")
-        self.cfg = BanditConfig(self.n, epsilon, gamma, p1, p2, initial_q, min(max_split or self.n, self.n), update)
-        self.scope = "slide" if micro_batch else "window"
-        self.quantum = quantum
-        self.key_forwarding = key_forwarding
+        self.pack = cfg.pack and self.tail == "affinity"
+        self.balance = cfg.balance
+        self.cfg = BanditConfig(
+            self.n, cfg.epsilon, cfg.gamma, cfg.p1, cfg.p2, cfg.initial_q,
+            min(cfg.max_split or self.n, self.n), cfg.update,
+        )  # fmt: skip
+        self.max_split = self.cfg.max_split
+        self.scope = "slide" if cfg.micro_batch or self.placement == "sticky" else "window"
+        self.quantum = cfg.quantum
+        self.key_forwarding = cfg.key_forwarding
         self.slots = SlotTable(_INITIAL_SLOTS)
         self.win = SlidingState(self.n, max(1, math.ceil(window / slide)), _INITIAL_SLOTS)
-        self.stats = FrequencyStats(self.n, statistics, _INITIAL_SLOTS, exact_limit=exact_limit)
-        self.qtable = QTable(self.n, initial_q)
+        self.stats = FrequencyStats(self.n, cfg.statistics, _INITIAL_SLOTS, exact_limit=cfg.exact_limit)
+        self.qtable = QTable(self.n, cfg.initial_q)
         # cooperative learning (see sync.py)
         self.sync_counts: I64 = np.zeros(_INITIAL_SLOTS, dtype=np.int64)
         self._sync_pending: list[tuple[IntP, I64]] = []
-        #: per slot: the key's hash combiner and its two distinct affinity candidates
+        #: per slot: the key's hash combiner and its two distinct candidates
         self.cand: npt.NDArray[np.int16] = np.zeros((_INITIAL_SLOTS, 3), dtype=np.int16)
         self.records_since_sync = 0
         self.awaiting = False
-        self.cooperative = False
+        self.cooperative = cfg.routers > 1  # several routers read the same keys (also set by a sync or merge)
+        self.sync_block = -1  # the scope of the last SYNC sent
         self.buffer: list[Reward] = []
         self.last_global_block = -1
+        #: sticky placement: combiner sets of split keys learnt from peers, valid in scope ``shared_block``
+        self.shared_ids: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
+        self.shared_rows: npt.NDArray[np.bool_] = np.zeros((0, self.n), dtype=bool)
+        self.shared_block = -1
+        #: sticky placement with cooperating routers: tuples of unsplit keys per (first, second) candidate in
+        #: the scope, and per combiner the share of its first-candidate keys it keeps (fit per scope)
+        self.tail_pairs: F64 = np.zeros((self.n, self.n), dtype=np.float64)
+        self.accept: F64 = np.ones(self.n, dtype=np.float64)
+        #: per slot: the combiner holding the key whole when it was last routed (-1: split, or unknown)
+        self.last_comb: npt.NDArray[np.int16] = np.full(_INITIAL_SLOTS, -1, dtype=np.int16)
+        #: tuples this router routed in the previous scope (the expected size of the current one)
+        self.last_total = 0.0
         self._forward: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
 
     def _hash_count(self) -> int:
-        return 2 if self.tail == "affinity" else 1
+        return 2 if self.two_candidates else 1
 
     # -- time ----------------------------------------------------------------------------------
     def _advance(self, t: float) -> None:
-        self.win.advance(int(t // self.slide))
+        block = int(t // self.slide)
+        if block != self.win.block and self.placement == "sticky":  # a new scope: refit the shared tail rule
+            nxt = block == self.win.block + 1
+            self.accept = fit_accept(self.tail_pairs) if nxt else np.ones(self.n)
+            self.tail_pairs[:] = 0
+            self.last_total = float(self.win.head_load.sum()) if nxt else 0.0
+        self.win.advance(block)
         if self.stats.advance(int(t // self.stats_window)):
             self.qtable.expire(self.stats.index)
 
@@ -232,6 +240,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         hot = np.zeros(ids.shape[0], dtype=bool)
         if rows:  # hot now, or still in the Q-table (hot in the previous statistics window)
             hot = (ids[:, None] == np.fromiter(rows, dtype=np.uint64, count=len(rows))[None, :]).any(axis=1)
+        if self.placement == "sticky":
+            return self._sticky(slots, ids, counts, inv, hot), hot
         base: F64 = (self.win.head_load if self.scope == "slide" else self.win.window_load).astype(np.float64)
         any_hot = bool(rows) and bool(hot.any())
         t = np.flatnonzero(~hot) if any_hot else None
@@ -274,6 +284,81 @@ class DaltonPartitioner(KeySlots, Partitioner):
             tuple_out[on] = hot_out[on]
         self.win.add(np.concatenate([st, pslots]), np.concatenate([tail, pcombs]), np.concatenate([ct, pcounts]))
         return tuple_out, hot
+
+    def _sticky(
+        self, slots: IntP, ids: npt.NDArray[np.uint64], counts: I64, inv: IntP, hot: npt.NDArray[np.bool_]
+    ) -> IntP:
+        """Sticky placement of one segment (see :mod:`.sticky`); updates the window, returns tuple combiners."""
+        n = self.n
+        k = slots.shape[0]
+        held = self.win.head[slots] if not self.win.head_empty else np.zeros((k, n), dtype=bool)
+        if self.shared_ids.size and self.shared_block == self.win.block:
+            pos = np.minimum(np.searchsorted(self.shared_ids, ids), self.shared_ids.shape[0] - 1)
+            hit = np.flatnonzero(self.shared_ids[pos] == ids)
+            if hit.size:
+                held[hit] |= self.shared_rows[pos[hit]]
+        nheld = held.sum(axis=1)
+        loads = self.win.head_load.astype(np.float64)
+        level = (float(loads.sum()) + inv.shape[0]) / n  # the scope's mean once the segment is routed
+        cap = level * (1.0 + self.balance)
+        hold_cap = level * (1.0 + 2.0 * self.balance)
+        cand = self.cand[slots]
+        c1, c2 = cand[:, 1].astype(np.intp), cand[:, 2].astype(np.intp)
+        swap = _key_uniform(ids) >= self.accept[c1]  # the tail's first choice, the same on every router
+        c1, c2 = np.where(swap, c2, c1), np.where(swap, c1, c2)
+        # unsplit keys first (held ones, then new ones largest first), up to the hold cap: their rule is the
+        # same on every router; then split and hot keys, largest first, fill around them up to the cap
+        big = hot | (nheld > 1)
+        held1 = np.flatnonzero(~big & (nheld == 1))
+        held1 = held1[np.argsort(counts[held1], kind="stable")]  # a full combiner splits its largest key only
+        new = np.flatnonzero(~big & (nheld == 0))
+        rest = np.flatnonzero(big)
+        new = new[np.argsort(-counts[new], kind="stable")]
+        last = self.last_comb[slots].astype(np.intp)
+        # new to this scope, whole on one combiner in the last one: try that first (one router; cooperating
+        # routers keep the first choice they share, which carries over from scope to scope by itself)
+        again = (last[new] >= 0) & (not self.cooperative)
+        back = new[again]
+        if back.size:
+            c1, c2 = c1.copy(), c2.copy()
+            prev = last[back]
+            c2[back] = np.where(prev == c1[back], c2[back], c1[back])
+            c1[back] = prev
+        tail = np.concatenate([held1, new[~again]]).astype(np.intp)
+        rest = rest[np.argsort(-counts[rest], kind="stable")].astype(np.intp)
+        buf = np.empty((k + int(nheld.sum()) + 4 * n + 2, 3), dtype=np.int64)
+        c64 = counts.astype(np.int64)
+        rows = 0
+        if back.size:  # keys back in a new scope: where they were, when there is room (micro-batches that span
+            # several slides, as under a backlog, then ship one partial for them, not one per slide)
+            rows = place_keys(back.astype(np.intp), c64, c1, c2, held, loads, cap, hold_cap, buf, False)
+        if self.cooperative:  # the first choice every router shares, and room for the routers' differences
+            # against the mean the scope is expected to reach (the last scope's): early in a scope, when a
+            # router's loads differ from its peers' most, a key spills only when far from its fitted share
+            spill = max(level, self.last_total / n) * (1.0 + 2.0 * self.balance)
+            rows += place_keys(tail, c64, c1, c2, held, loads, spill, spill, buf[rows:], False)
+        else:  # one router: the less loaded candidate
+            rows += place_keys(tail, c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True)
+        rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False)
+        pk, pc, pn = buf[:rows, 0], buf[:rows, 1], buf[:rows, 2]
+        comb = np.zeros(k, dtype=np.intp)
+        comb[pk] = pc
+        out = comb[inv]
+        if rows > k:  # some keys were split: their tuples, in arrival order, fill their pieces in order
+            multi = np.bincount(pk, minlength=k) > 1
+            pos = np.flatnonzero(multi[inv])
+            pos = pos[np.argsort(inv[pos], kind="stable")]
+            r = np.flatnonzero(multi[pk])
+            r = r[np.argsort(pk[r], kind="stable")]
+            out[pos] = np.repeat(pc[r], pn[r])
+        self.win.add(slots[pk], pc.astype(np.intp), pn)
+        whole = np.bincount(pk, minlength=k) == 1
+        self.last_comb[slots] = -1
+        self.last_comb[slots[pk[whole[pk]]]] = pc[whole[pk]]
+        if whole.any():  # unsplit keys, by their (hash) candidates: what the next scope's tail rule is fit on
+            cand1, cand2 = cand[whole, 1].astype(np.intp), cand[whole, 2].astype(np.intp)
+            self.tail_pairs += np.bincount(cand1 * n + cand2, weights=counts[whole], minlength=n * n).reshape(n, n)
+        return out
 
     def _route_hot(
         self,

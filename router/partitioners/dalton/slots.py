@@ -134,7 +134,8 @@ class KeySlots:
     """Slot lifecycle of :class:`~router.partitioners.dalton.DaltonPartitioner` (see the module doc)."""
 
     n: int
-    tail: str
+    #: whether keys get two distinct candidates (sticky placement, affinity tail) besides the hash combiner
+    two_candidates: bool
     slots: SlotTable
     win: SlidingState
     stats: FrequencyStats
@@ -144,6 +145,8 @@ class KeySlots:
     _sync_pending: list[tuple[IntP, I64]]
     #: per slot: the key's hash combiner and its two distinct affinity candidates
     cand: npt.NDArray[np.int16]
+    #: per slot: the combiner holding the key whole when it was last routed (-1: none known)
+    last_comb: npt.NDArray[np.int16]
 
     def _slots_for(self, ids: npt.NDArray[np.uint64], hashes: npt.NDArray[np.uint32]) -> IntP:
         slots = self.slots.find(ids)
@@ -159,7 +162,7 @@ class KeySlots:
             slots[miss] = new
             h = hashes[miss]
             self.cand[new, 0] = h[:, 0] % np.uint32(self.n)
-            if self.tail == "affinity":  # distinct_candidates(h, n, 2), inlined for small batches
+            if self.two_candidates:  # distinct_candidates(h, n, 2), inlined for small batches
                 c1 = h[:, 0] % np.uint32(self.n)
                 c2 = h[:, 1] % np.uint32(self.n)
                 self.cand[new, 1] = c1
@@ -186,6 +189,7 @@ class KeySlots:
         if dead.size:
             self.slots.release(dead)
             self.sync_counts[dead] = 0
+            self.last_comb[dead] = -1
 
     def _grow(self, capacity: int) -> None:
         self.flush_sync_counts()
@@ -195,3 +199,4 @@ class KeySlots:
         extra = capacity - self.sync_counts.shape[0]
         self.sync_counts = np.concatenate([self.sync_counts, np.zeros(extra, dtype=np.int64)])
         self.cand = np.concatenate([self.cand, np.zeros((extra, 3), dtype=np.int16)])
+        self.last_comb = np.concatenate([self.last_comb, np.full(extra, -1, dtype=np.int16)])

@@ -42,6 +42,17 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
     frequency-weighted average (:func:`~.bandit.weighted_average`) of this router's and the peers' rows;
     keys only peers know become hot here. Independent of the order of the peers.
 
+Sticky placement (the default). What routers share is where their split and hot keys are in the current
+scope (micro-batch): the SYNC's ``qtable`` row of such a key is its combiner set in the sender's current
+scope (``1.0`` for a combiner holding it, ``0.0`` otherwise), weighted by the key's tuples. The reducer
+averages rows as usual, so a combiner with a positive global value holds the key on some router. A router
+applying the GLOBAL (or merging peers' snapshots) treats those combiners as holding the key for the rest of
+its scope: the key fills them before it reaches another one, so P routers converge on one set per key
+instead of P. Keys not shared follow the probe order of :mod:`.sticky`, the same on every router. The
+per-combiner shares of the tail's first choice travel as the row of the pseudo key :data:`ACCEPT_KEY`
+(listed in ``top_keys`` with the sender's records, so the reducer keeps it); the reducer's average is every
+router's first-choice rule until the next scope.
+
 A reducer averages ``qtable`` rows with the ``weights`` as weights (:func:`~.bandit.weighted_average`
 is the reference; it weights every contribution, unlike the reference code's first SYNC) and computes
 ``GL = sum(records)`` and the hot keys from the summed ``top_keys`` counts (a key once per router).
@@ -75,15 +86,34 @@ class Learner(Protocol):
     last_global_block: Any
     records_since_sync: Any
     sync_counts: Any
+    placement: Any
+    shared_ids: Any
+    shared_rows: Any
+    shared_block: Any
+    sync_block: Any
+    accept: Any
 
     def flush_sync_counts(self) -> None:
         """Add the pending per-segment counts to the sync counts."""
         ...
 
 
-__all__ = ["MAX_BUFFER", "PAYLOAD_VERSION", "apply_global", "leave_await", "make_payload", "merge_states"]
+__all__ = [
+    "ACCEPT_KEY",
+    "MAX_BUFFER",
+    "PAYLOAD_VERSION",
+    "apply_global",
+    "leave_await",
+    "make_payload",
+    "merge_states",
+    "scope_sets",
+    "share",
+]
 
 PAYLOAD_VERSION = 1
+#: Sticky placement: the pseudo key id whose Q-row carries a router's fitted first-choice shares (a real key's
+#: 64-bit id is a murmur3 hash: it is not expected to be 0).
+ACCEPT_KEY = 0
 #: Most rewards buffered in AWAIT (one per bandit decision, not per tuple): then AWAIT is left.
 MAX_BUFFER = 100_000
 
@@ -97,10 +127,21 @@ def make_payload(p: Learner) -> dict[str, Any]:
     order = np.lexsort((ids, -counts[seen]))[: p.n]  # by count, ties by id: deterministic
     top = [[int(k), int(c)] for k, c in zip(ids[order].tolist(), counts[seen][order].tolist(), strict=True)]
     rows = p.qtable.rows
+    if p.placement == "sticky":
+        sets = scope_sets(p)
+        table = {k: [float(x) for x in row] for k, row in sets.items()}
+        weights = {k: int(counts[p.slots.slot(k)]) if p.slots.slot(k) >= 0 else 0 for k in sets}
+        if p.n > 1 and p.records_since_sync > 0:  # the fitted first-choice shares, averaged by the reducer
+            table[ACCEPT_KEY] = [float(x) for x in p.accept]
+            weights[ACCEPT_KEY] = int(p.records_since_sync)
+            top = [*top, [ACCEPT_KEY, int(p.records_since_sync)]]  # counted over GL / n: the reducer keeps it
+    else:
+        table = {k: list(r.q) for k, r in rows.items()}
+        weights = {k: r.weight for k, r in rows.items()}
     payload = {
         "version": PAYLOAD_VERSION,
-        "qtable": {k: list(r.q) for k, r in rows.items()},
-        "weights": {k: r.weight for k, r in rows.items()},
+        "qtable": table,
+        "weights": weights,
         "records": p.records_since_sync,
         "top_keys": top,
         "request_double": p.awaiting,
@@ -112,7 +153,47 @@ def make_payload(p: Learner) -> dict[str, Any]:
         r.weight = 0
     p.awaiting = True
     p.cooperative = True
+    p.sync_block = p.win.block
     return payload
+
+
+class Scoped(Protocol):
+    """What :func:`scope_sets` reads: the window (its head is the scope), the slots and the Q-table."""
+
+    win: Any
+    slots: Any
+    qtable: Any
+
+
+def scope_sets(p: Scoped) -> dict[int, list[bool]]:
+    """Combiner set in the current scope of every hot key and every key held by more than one combiner."""
+    head = p.win.head
+    split = np.flatnonzero(head.sum(axis=1) > 1) if not p.win.head_empty else np.zeros(0, dtype=np.intp)
+    slots = set(split.tolist())
+    for key in p.qtable.rows:
+        slot = p.slots.slot(key)
+        if slot >= 0 and not p.win.head_empty and head[slot].any():
+            slots.add(slot)
+    used = [s for s in sorted(slots) if p.slots.used[s]]
+    return {int(p.slots.ids[s]): head[s].tolist() for s in used}
+
+
+def share(p: Learner, sets: Mapping[int, Sequence[bool]]) -> None:
+    """Combiners holding keys on other routers in the current scope: sticky placement fills them first."""
+    if not sets:
+        return
+    merged: dict[int, np.ndarray] = {}
+    if p.shared_block == p.win.block:  # earlier shares of this scope still hold
+        merged = {int(k): row.copy() for k, row in zip(p.shared_ids.tolist(), p.shared_rows, strict=True)}
+    for key, row in sets.items():
+        bits = np.asarray(row, dtype=bool)
+        if bits.shape[0] != p.n:
+            raise ValueError(f"combiner set of key {key} has {bits.shape[0]} entries, expected n={p.n}")
+        merged[int(key)] = merged[int(key)] | bits if int(key) in merged else bits
+    ids = np.asarray(sorted(merged), dtype=np.uint64)
+    p.shared_ids = ids
+    p.shared_rows = np.asarray([merged[int(k)] for k in ids.tolist()], dtype=bool).reshape(-1, p.n)
+    p.shared_block = p.win.block
 
 
 def _row(values: Sequence[float], n: int, key: int) -> list[float]:
@@ -125,6 +206,16 @@ def _row(values: Sequence[float], n: int, key: int) -> list[float]:
 def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
     """Apply a GLOBAL message and replay the buffered rewards (see the module doc)."""
     table = p.qtable
+    if p.placement == "sticky":  # rows are combiner sets: positive where some router holds the key
+        rows = {int(k): _row(vals, p.n, int(k)) for k, vals in dict(message.get("qtable", {})).items()}
+        accept = rows.pop(ACCEPT_KEY, None)
+        sets = {k: [v > 0 for v in vals] for k, vals in rows.items()}
+        if p.sync_block == p.win.block:  # sets (and fits) of an earlier scope are not shared
+            share(p, sets)
+            if accept is not None:
+                p.accept = np.clip(np.asarray(accept, dtype=np.float64), 0.0, 1.0)
+        hot = [k for k in message.get("hot", ()) if int(k) != ACCEPT_KEY]
+        message = {**message, "qtable": {}, "hot": hot}
     window = max(p.stats.index, 0)
     for key in message.get("expire", ()):
         table.rows.pop(int(key), None)
@@ -156,6 +247,7 @@ def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
     """Average this router's Q-table with the peers' (weighted by key frequency, order-independent)."""
     contributions: dict[int, list[tuple[float, list[float]]]] = {}
     tables = [p.qtable]
+    accepts: list[Any] = []
     for state in peers:
         if state.name != p.name or state.params.get("n") != p.n:
             raise ValueError(f"cannot merge state of {state.name!r} n={state.params.get('n')} into dalton n={p.n}")
@@ -164,6 +256,15 @@ def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
         if not isinstance(table, QTable):
             raise ValueError("peer state holds no Dalton Q-table")
         tables.append(table)
+        accepts.append(peer.get("accept"))
+        win = peer.get("win")
+        if p.placement == "sticky" and win is not None and win.block == p.win.block:
+            share(p, scope_sets(_PeerView(peer)))
+    if p.placement == "sticky" and peers:
+        p.cooperative = True  # peers route the same keys: the tail takes the rule every router shares
+        fits = [np.asarray(p.accept)] + [np.asarray(a) for a in accepts if a is not None]
+        if all(f.shape == (p.n,) for f in fits):  # one first-choice rule: the mean of every router's fit
+            p.accept = np.sort(np.stack(fits), axis=0).mean(axis=0)
     for table in tables:
         for key, row in table.rows.items():
             contributions.setdefault(key, []).append((float(row.weight), list(row.q)))
@@ -174,3 +275,12 @@ def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
             p.qtable.rows[key] = QRow(q, window + 1)
         else:
             mine.q = q
+
+
+class _PeerView:
+    """The attributes :func:`scope_sets` reads, from a peer's unpickled state."""
+
+    def __init__(self, state: Mapping[str, Any]) -> None:
+        self.win = state["win"]
+        self.slots = state["slots"]
+        self.qtable = state["qtable"]

@@ -1,0 +1,172 @@
+"""Dalton's sticky placement: one segment of a scope (the consumer's micro-batch), key by key.
+
+Contract of :func:`place_keys` (the compiled loop; :func:`place_keys_py` is the same code, uncompiled):
+
+- the scope's load vector ``loads`` (the tuples this router routed in the scope so far) is raised by the
+  segment's tuples; no combiner is raised above ``cap`` by a key that is new to it, nor above ``hold_cap`` by
+  a key it already holds, except when every combiner is full already (then the rest goes to the least
+  loaded combiner the key reached, or to the least loaded one);
+- a key that a combiner already holds in the scope (``held``) stays there: its tuples fill the combiners
+  holding it first, in its probe order, and it reaches a further combiner only when those are full;
+- a key new to the scope goes whole to the first combiner of its probe order with room for all of its
+  tuples (``least``: the less loaded of its two candidates first); when none has room for all of them,
+  whole to the least loaded combiner if that stays within ``hold_cap``; otherwise (a key larger than the
+  room anywhere) it is split, filling combiners in probe order;
+- a key's probe order is ``c1[i]``, ``c2[i]``, then the combiners after ``c1[i]``, cyclically (the caller
+  gives the same candidates on every router, so routers that see the same loads take the same decisions).
+
+Keys are decided in ``order`` (the caller puts held keys first, then new keys largest first). Returns the
+pieces as ``(key index, combiner, tuples)`` rows, at most one per (key, combiner), grouped by key in the order
+the keys were decided.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["place_keys", "place_keys_py"]
+
+IntP = npt.NDArray[np.intp]
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+
+def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the compiled twin is the same code
+    order: IntP,
+    counts: I64,
+    c1: IntP,
+    c2: IntP,
+    held: npt.NDArray[np.bool_],
+    loads: F64,
+    cap: float,
+    hold_cap: float,
+    out: I64,
+    least: bool = False,
+) -> int:
+    """Place the keys of ``order`` (see the module doc); writes pieces to ``out`` (rows), returns their number."""
+    n = loads.shape[0]
+    rows = 0
+    probe = np.empty(n, np.intp)
+    took = np.zeros(n, np.bool_)
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        rem = counts[i]
+        a = c1[i]
+        b = c2[i]
+        probe[0] = a
+        m = 1
+        if b != a:
+            probe[1] = b
+            m = 2
+        for j in range(1, n):
+            c = (a + j) % n
+            if c != b:
+                probe[m] = c
+                m += 1
+        first = rows
+        nheld = 0
+        for c in range(n):
+            took[c] = False
+            if held[i, c]:
+                nheld += 1
+        if nheld == 1:  # the common case: a key on one combiner stays there up to the hold cap
+            for c in range(n):
+                if held[i, c]:
+                    put = rem if loads[c] + rem <= hold_cap else max(0, min(rem, int(hold_cap - loads[c])))
+                    if put > 0:
+                        loads[c] += put
+                        out[rows, 0] = i
+                        out[rows, 1] = c
+                        out[rows, 2] = put
+                        rows += 1
+                        took[c] = True
+                        rem -= put
+        elif nheld > 1:  # a split key fills the combiners holding it first, in probe order
+            for j in range(m):
+                c = probe[j]
+                if rem > 0 and held[i, c]:
+                    put = max(0, min(rem, int(cap - loads[c])))
+                    if put > 0:
+                        loads[c] += put
+                        out[rows, 0] = i
+                        out[rows, 1] = c
+                        out[rows, 2] = put
+                        rows += 1
+                        took[c] = True
+                        rem -= put
+        if least and m > 1 and loads[probe[1]] < loads[probe[0]]:  # the less loaded candidate first
+            probe[0] = b
+            probe[1] = a
+        if rem > 0 and rows == first and nheld == 0:  # a new key: whole, on the first combiner with room
+            for j in range(m):
+                c = probe[j]
+                if loads[c] + rem <= cap:
+                    loads[c] += rem
+                    out[rows, 0] = i
+                    out[rows, 1] = c
+                    out[rows, 2] = rem
+                    rows += 1
+                    rem = 0
+                    break
+            if rem > 0:
+                low = 0
+                for c in range(1, n):
+                    if loads[c] < loads[low]:
+                        low = c
+                if loads[low] + rem <= hold_cap:
+                    loads[low] += rem
+                    out[rows, 0] = i
+                    out[rows, 1] = low
+                    out[rows, 2] = rem
+                    rows += 1
+                    rem = 0
+        if rem > 0:  # split: fill combiners in probe order (the ones not holding it yet)
+            for j in range(m):
+                c = probe[j]
+                if rem > 0 and not took[c] and not held[i, c]:
+                    put = max(0, min(rem, int(cap - loads[c])))
+                    if put > 0:
+                        loads[c] += put
+                        out[rows, 0] = i
+                        out[rows, 1] = c
+                        out[rows, 2] = put
+                        rows += 1
+                        took[c] = True
+                        rem -= put
+        if rem > 0:  # every combiner full: the rest to the least loaded one it already reached, or any
+            low = -1
+            for c in range(n):
+                if (took[c] or held[i, c]) and (low < 0 or loads[c] < loads[low]):
+                    low = c
+            if low < 0:
+                low = 0
+                for c in range(1, n):
+                    if loads[c] < loads[low]:
+                        low = c
+            loads[low] += rem
+            hit = -1
+            for r in range(first, rows):
+                if out[r, 1] == low:
+                    hit = r
+            if hit >= 0:
+                out[hit, 2] += rem
+            else:
+                out[rows, 0] = i
+                out[rows, 1] = low
+                out[rows, 2] = rem
+                rows += 1
+    return rows
+
+
+def _compile() -> Any:
+    try:
+        from numba import njit
+    except ImportError:  # pragma: no cover - numba is a dependency; the Python loop still works
+        return place_keys_py
+    return njit(cache=True)(place_keys_py)
+
+
+place_keys = _compile()
