@@ -178,7 +178,8 @@ def config_doc(spec: RunSpec) -> dict[str, Any]:
                 "value_field": "x",
                 # the shipped rule: the route's slide is the Spark trigger
                 "window": {"kind": "time", "size": 60_000, "slide": round(o.trigger_s * 1000)},
-                "partitioner": {"name": part},
+                # Dalton's routers share one placement rule from the first tuple when told how many read the keys
+                "partitioner": {"name": part, **({"routers": o.routers} if part == "dalton" and o.routers > 1 else {})},
                 "seed": o.seed,
             }
         ],
