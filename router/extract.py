@@ -14,10 +14,9 @@ every window from closing. Measures must be finite numbers.
 Per record it does one ``orjson.loads`` (which also validates the value's UTF-8, as routed format 1 embeds the
 raw JSON verbatim), a few dict lookups and type checks; no model objects. With ``vectorized`` (the data plane
 sets it under routed format 2, which carries the raw value as opaque bytes) and top-level key, time and measure
-fields (or the Kafka timestamp), a batch of records averaging at least 128 bytes is parsed at once by Arrow's
-JSON reader instead (thread CPU per record on this host: 1.13 against 1.27 us for 185-byte records; for the
-router benchmark's 22-byte records the per-record path is as fast or faster, 0.57 against 0.56-0.67 us, so it
-stays). Most of the remaining cost is the per-message accessors of confluent-kafka. Any record the vectorized
+fields (or the Kafka timestamp), a batch of records averaging at least ``_ARROW_MIN_BYTES`` is parsed at once by
+Arrow's JSON reader instead; smaller records stay on the per-record path, which costs no more for them (the
+threshold's measurements are in BENCHMARKS.md, "Router cost: routed wire format 2"). Any record the vectorized
 path has a doubt about (a missing or empty key, a time out of bounds, a large record) goes through the
 per-record path, which gives the exact answer or error; a batch Arrow cannot read as a whole (a field of another
 JSON type, a value that is not an object, a literal newline, invalid UTF-8) goes through it entirely.
@@ -457,7 +456,7 @@ class Extractor:
 
 #: Smaller batches are extracted record by record (Arrow's fixed cost per call is not worth it).
 _ARROW_MIN = 64
-#: Batches of smaller records on average are extracted record by record (measured: see the module docstring).
+#: Batches of smaller records on average are extracted record by record (Arrow's per-batch cost is not repaid).
 _ARROW_MIN_BYTES = 128
 #: Larger batches (bytes) are extracted record by record (Arrow's binary/string offsets are 32-bit).
 _ARROW_MAX_BYTES = 1 << 30

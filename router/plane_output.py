@@ -76,10 +76,9 @@ class PlaneOutput:
     def _produce_v2(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
         """Wire format 2: the values built for the whole batch at once, then one ``produce()`` per record.
 
-        Not ``produce_batch``: it wants one dict per record, and building those cost more than it saves (measured
-        on this host: 0.78 µs of thread CPU per record for ``produce()`` against 1.20 for dicts + one
-        ``produce_batch`` per combiner; 1.26 against 1.49 µs counting librdkafka's threads up to the flush).
-        The partition is passed by position: confluent-kafka's keyword parsing cost 0.57 against 0.38 µs per call.
+        Not ``produce_batch``: it wants one dict per record, and building those costs more than the per-record
+        calls it saves; the partition is passed by position, which confluent-kafka parses faster than keywords
+        (both measured in BENCHMARKS.md, "Router cost: routed wire format 2").
         """
         src, out = self.route.raw_topic, self.route.combiner_topic_name
         produce, poll, skip = self.producer.produce, self.producer.poll, self._skip

@@ -240,17 +240,16 @@ def next_offsets(raw_topic: str, ext: Extracted) -> list[TopicPartition]:
 def window_clock(times: npt.NDArray[np.int64], last: int) -> npt.NDArray[np.int64]:
     """The partitioner's window clock for one batch, in event-time ms, following *arrival order*.
 
-    A partitioner's windows (Dalton's statistics window, the window metrics) need a non-decreasing clock, and
-    the consumer downstream works in arrival order: Spark's micro-batches are offset ranges of the combiner
-    topic, so a record's micro-batch depends on when it was routed, not on its event time. Under a backlog a
-    batch holds one chunk per raw partition, each spanning the same stretch of event time; a running maximum
-    of event times then stamps every chunk after the first with the newest time, and whole chunks land in
-    one statistics window (Dalton balanced the wrong windows: per-window max/mean 1.03 -> 1.39 for chunks of
-    5,000 records on 4 partitions). Here the batch's records instead share the batch's advance of the event
-    time evenly in arrival order: from ``base = max(last, min(times) - 1)`` (so the first batch, or one after
+    A partitioner's windows (Dalton's statistics window, the window metrics) need a non-decreasing clock, and the
+    consumer downstream works in arrival order: Spark's micro-batches are offset ranges of the combiner topic, so a
+    record's micro-batch depends on when it was routed, not on its event time. Under a backlog a batch holds one
+    chunk per raw partition, each spanning the same stretch of event time; a running maximum of event times then
+    stamps every chunk after the first with the newest time, and whole chunks land in one statistics window, so a
+    partitioner would balance the wrong windows. Here the batch's records instead share the batch's advance of the
+    event time evenly in arrival order: from ``base = max(last, min(times) - 1)`` (so the first batch, or one after
     a gap in event time, starts at its own earliest time) to ``max(base, max(times))``, record ``i`` of ``m``
-    getting ``base + (i + 1) * advance // m``. A batch in time order keeps nearly its own times; a chunked
-    batch spreads over the same span in the order Spark will read it.
+    getting ``base + (i + 1) * advance // m``. A batch in time order keeps nearly its own times; a chunked batch
+    spreads over the same span in the order Spark will read it.
     """
     m = int(times.size)
     if m == 0:

@@ -146,12 +146,13 @@ def java_kafka_options(kafka: KafkaSettings) -> dict[str, str]:
 #: - ``fetch.max.wait.ms``: the Java default (500 ms) lets the broker hold a fetch at the log end that long. A
 #:   scan task prefetches past its last record; when its range ends on a transaction marker (every range a
 #:   transactional router wrote up to the end does), the task waits for that parked fetch before it can read
-#:   the marker, so each wave of tasks took 0.5 s more (a 250k-record batch of 4 partitions on 2 cores:
-#:   0.44-0.58 s for the other batches, 1.45-1.97 s for the one that ended on the markers).
+#:   the marker, so each wave of tasks would wait out the full 500 ms.
 #: - ``max.poll.records``: Spark's connector seeks before every poll and then asks the broker for the
 #:   partition's earliest and latest offsets, so each poll costs a fresh fetch and two offset lookups; at the
-#:   Java default of 500 records a task makes one such round per 500 records. 10,000 read fastest of 2k/10k/50k.
+#:   Java default of 500 records a task makes one such round per 500 records.
 #: - bigger fetches: one task reads a whole combiner partition's range.
+#: The measurements behind these values are in BENCHMARKS.md ("Spark's JVM source with the Python source's fetch
+#: settings").
 JVM_CONSUMER_DEFAULTS: dict[str, str] = {
     "kafka.fetch.max.wait.ms": "20",
     "kafka.max.poll.records": "10000",
