@@ -37,7 +37,7 @@ from spark_consumers.aggregations import (
     parse_routed,
     with_event_watermark,
 )
-from spark_consumers.observability import BatchStats, CombinerMetricsListener
+from spark_consumers.observability import CombinerMetricsListener, RunStats
 from spark_consumers.sinks import attach_sink, results_topic_spec
 
 __all__ = [
@@ -239,9 +239,9 @@ class JobHandle:
     listener: CombinerMetricsListener
 
     @property
-    def stats(self) -> list[BatchStats]:
-        """Per-batch combiner stats so far."""
-        return list(self.listener.stats)
+    def stats(self) -> RunStats:
+        """Per-batch combiner stats so far (``.rows_dropped_by_watermark``: the total dropped as late)."""
+        return RunStats(self.listener.stats)
 
     def stop(self) -> None:
         """Stop the query and detach the listener."""
@@ -305,17 +305,27 @@ def start_job(
         from connectors.kafka import make_admin
 
         ensure_topics(make_admin(settings.kafka), [results_topic_spec(results_topic_name(settings, route), route)])
-    return start_with_metrics(spark, writer, name, settings.spark.progress_log, source=settings.spark.source)
+    return start_with_metrics(
+        spark, writer, name, settings.spark.progress_log, source=settings.spark.source,
+        watermark=settings.spark.watermark,
+    )  # fmt: skip
 
 
 def start_with_metrics(
-    spark: SparkSession, writer: Any, name: str, progress_log: Path | None, *, source: str | None = None
+    spark: SparkSession,
+    writer: Any,
+    name: str,
+    progress_log: Path | None,
+    *,
+    source: str | None = None,
+    watermark: str | None = None,
 ) -> JobHandle:
     """Start ``writer`` (query ``name``) with the per-combiner metrics listener attached.
 
     ``source`` (``spark.source``) tells the listener how to map tasks to combiners; ``None``: from the progress.
+    ``watermark`` (``spark.watermark``) is named in its warning about rows dropped as late.
     """
-    listener = CombinerMetricsListener(spark, progress_log, {name}, source)
+    listener = CombinerMetricsListener(spark, progress_log, {name}, source, watermark)
     spark.streams.addListener(listener)
     try:
         query = writer.start()
@@ -332,8 +342,12 @@ def run_job(
     available_now: bool = False,
     timeout: float | None = None,
     spark: SparkSession | None = None,
-) -> list[BatchStats]:
-    """Run the job until it ends (``available_now``), ``timeout`` seconds pass, or Ctrl-C; the batch stats."""
+) -> RunStats:
+    """Run the job until it ends (``available_now``), ``timeout`` seconds pass, or Ctrl-C; the batch stats.
+
+    ``.rows_dropped_by_watermark`` of the result: rows dropped as later than the watermark (missing from the
+    results; each batch with drops also logged a WARNING). The run still succeeds.
+    """
     check_bounded_run(settings, available_now)  # before a JVM starts
     session = spark or build_session(settings.spark)
     if settings.spark.metrics_port is not None:
@@ -379,7 +393,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(exit_code(exc)) from None
     rows = sum(s.input_rows for s in stats)
-    print(f"skewroute spark job: {len(stats)} micro-batches, {rows} records")
+    print(f"skewroute spark job: {len(stats)} micro-batches, {rows} records, "
+          f"{stats.rows_dropped_by_watermark} dropped as later than the watermark")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -20,11 +20,17 @@ to reducers), ``straggler_ratio`` = max / median combiner task time, ``record_ra
 per combiner task (the same ratio in records: what the straggler ratio would be on quiet, dedicated cores),
 rows dropped by the watermark. Each batch
 is appended as one JSON line to the progress log and published as Prometheus metrics.
+
+Rows dropped by the watermark (``numRowsDroppedByWatermark`` of the batch's state operators: records, or
+partial aggregates for an aggregation, later than the watermark) are missing from the results although the
+source read them; every batch with drops logs one WARNING naming the count and what to change, and the run's
+total is :attr:`RunStats.rows_dropped_by_watermark`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 import threading
 import time
@@ -41,11 +47,14 @@ from spark_consumers.task_attribution import attribute_tasks, partition_deltas
 __all__ = [
     "BatchStats",
     "CombinerMetricsListener",
+    "RunStats",
     "combiner_stage_stats",
     "source_deltas",
     "source_kind",
     "source_lag",
 ]
+
+log = logging.getLogger(__name__)
 
 _STRAGGLER = Gauge("skewroute_spark_straggler_ratio", "max/median combiner task time, last batch", ["query"])
 _PARTIALS = Gauge("skewroute_spark_shuffled_partials", "partial aggregates shuffled to reducers, last batch", ["query"])
@@ -54,6 +63,11 @@ _LAG = Gauge("skewroute_spark_source_lag", "records between the batch's end and 
 _LOSS = Counter(
     "skewroute_spark_source_data_loss",
     "partitions whose offsets went backwards (recreated/truncated topic skipped under failOnDataLoss=false)",
+    ["query"],
+)
+_DROPPED = Counter(
+    "skewroute_spark_rows_dropped_by_watermark",
+    "rows later than the watermark, dropped by the stateful operators (missing from the results)",
     ["query"],
 )
 _TASK = Histogram(
@@ -91,6 +105,15 @@ class BatchStats:
     def to_json(self) -> str:
         """One JSON line."""
         return json.dumps(asdict(self), separators=(",", ":"))
+
+
+class RunStats(list[BatchStats]):
+    """The batch stats of a run, in order, with the run's totals."""
+
+    @property
+    def rows_dropped_by_watermark(self) -> int:
+        """Rows the run dropped as later than the watermark (summed over batches): missing from the results."""
+        return sum(s.rows_dropped_by_watermark for s in self)
 
 
 def _offsets(raw: Any) -> dict[str, dict[str, int]]:
@@ -200,14 +223,19 @@ class CombinerMetricsListener(StreamingQueryListener):
         progress_log: Path | None = None,
         query_names: set[str] | None = None,
         source: str | None = None,
+        watermark: str | None = None,
     ):
-        """``source``: ``python`` or ``kafka`` (``spark.source``); ``None`` reads it from each progress event."""
+        """``source``: ``python`` or ``kafka`` (``spark.source``); ``None`` reads it from each progress event.
+
+        ``watermark``: the job's ``spark.watermark`` delay, named in the warning about rows dropped as late.
+        """
         if source not in (None, "python", "kafka"):
             raise ValueError(f"source must be 'python', 'kafka' or None (got source={source!r})")
         self._session = spark
         self.source = source
         self.progress_log = progress_log
         self.query_names = query_names
+        self.watermark = watermark
         self.stats: list[BatchStats] = []
         self._seen_jobs: set[int] = set()
         self._lock = threading.Lock()
@@ -275,6 +303,8 @@ class CombinerMetricsListener(StreamingQueryListener):
             if self.progress_log is not None:
                 with self.progress_log.open("a") as f:
                     f.write(s.to_json() + "\n")
+        if s.rows_dropped_by_watermark:
+            self._warn_dropped(s)
         _ROWS.labels(s.query).set(s.input_rows)
         _LAG.labels(s.query).set(sum(s.lag.values()))
         if s.skipped_partitions:
@@ -284,3 +314,20 @@ class CombinerMetricsListener(StreamingQueryListener):
             _STRAGGLER.labels(s.query).set(s.straggler_ratio)
         for ms in s.combiner_task_ms:
             _TASK.labels(s.query).observe(ms / 1000)
+
+    @property
+    def rows_dropped_by_watermark(self) -> int:
+        """Rows dropped as later than the watermark so far, over every batch recorded."""
+        with self._lock:
+            return RunStats(self.stats).rows_dropped_by_watermark
+
+    def _warn_dropped(self, s: BatchStats) -> None:
+        _DROPPED.labels(s.query).inc(s.rows_dropped_by_watermark)
+        delay = f" (now {self.watermark})" if self.watermark else ""
+        log.warning(
+            "skewroute spark: query %s batch %d dropped %d rows later than the watermark (%d so far this run); "
+            "they are missing from the results. Raise spark.watermark%s to at least the event-time lateness; "
+            "for a routed backlog with several routers, to at least the routers' skew in event time (or route "
+            "the backlog with one router)",
+            s.query, s.batch_id, s.rows_dropped_by_watermark, self.rows_dropped_by_watermark, delay,
+        )  # fmt: skip

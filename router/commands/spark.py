@@ -93,7 +93,10 @@ def spark_job(
             str(s.rows_dropped_by_watermark),
         )  # fmt: skip
     console.print(table)
-    console.print(f"{sum(s.input_rows for s in stats)} records in {len(stats)} micro-batches")
+    console.print(
+        f"{sum(s.input_rows for s in stats)} records in {len(stats)} micro-batches, "
+        f"{stats.rows_dropped_by_watermark} dropped as later than the watermark"
+    )
 
 
 def register(app: typer.Typer) -> None:

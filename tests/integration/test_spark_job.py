@@ -15,6 +15,7 @@ time is ``<= W`` -- stricter than the aggregation's per-window rule; the referen
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 
@@ -99,7 +100,10 @@ def _wait_for_batch_under_watermark(query, watermark_ms: int, timeout: float = 6
     [("shuffle", None, False), ("pkg", "5 seconds", False), ("shuffle", None, True)],
     ids=["shuffle-tumbling", "pkg-sliding", "shuffle-tumbling-dedupe"],
 )
-def test_exact_with_late_records(spark, kafka, topic, tmp_path, partitioner: str, slide: str | None, dedupe: bool):
+def test_exact_with_late_records(
+    spark, kafka, topic, tmp_path, caplog, partitioner: str, slide: str | None, dedupe: bool
+):
+    caplog.set_level(logging.WARNING, logger="spark_consumers.observability")
     rng = random.Random(11)
     settings = _settings(kafka, topic, tmp_path, window="10 seconds", slide=slide, dedupe=dedupe)
     feed = _Feed(kafka, settings, partitioner)
@@ -113,6 +117,7 @@ def test_exact_with_late_records(spark, kafka, topic, tmp_path, partitioner: str
         for recs in (p1, p2, p3):
             if recs is p3:
                 _wait_for_batch_under_watermark(handle.query, w)
+                assert handle.stats.rows_dropped_by_watermark == 0  # nothing late yet
             feed.send(recs, replay_every=7 if dedupe else 0)
             handle.query.processAllAvailable()
     finally:
@@ -126,7 +131,15 @@ def test_exact_with_late_records(spark, kafka, topic, tmp_path, partitioner: str
         want = reference(p1 + p2 + p3, size, step, dropped=lambda r, end: id(r) in late and end <= w)
     assert want != reference(p1 + p2 + p3, size, step)  # some late contributions really are beyond the watermark
     assert_same(read_results(kafka, f"{topic}.results"), want)
-    assert sum(s.rows_dropped_by_watermark for s in handle.stats) > 0
+    # the loss is reported: the run's total, one WARNING per batch with drops naming the setting to change
+    dropped = handle.stats.rows_dropped_by_watermark
+    assert dropped > 0
+    if dedupe:  # the deduplication reads raw records: exactly the late ones (their replays included) are counted
+        sent = p3 + p3[::7]
+        assert dropped == sum(r.t <= w for r in sent)
+    warnings = [r.getMessage() for r in caplog.records if "later than the watermark" in r.getMessage()]
+    assert len(warnings) == sum(1 for s in handle.stats if s.rows_dropped_by_watermark), warnings
+    assert all("spark.watermark (now 20 seconds)" in m and "several routers" in m for m in warnings), warnings
 
 
 def test_restart_from_checkpoint_stays_exact(spark, kafka, topic, tmp_path) -> None:

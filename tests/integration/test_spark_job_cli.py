@@ -78,6 +78,7 @@ def test_once_prints_results_not_spark_info_logs(kafka: KafkaSettings, topic: st
     lines = _lines(res)
     assert res.returncode == 0, "\n".join(lines[-30:])
     assert f"{n} records in" in res.stdout
+    assert "micro-batches, 0 dropped as later than the watermark" in res.stdout  # nothing late: reported as 0
     noise = [ln for ln in lines if " INFO " in ln or " WARN " in ln or "Warning" in ln or "log4j" in ln]
     noise = [ln for ln in noise if "Disabling AQE" not in ln]  # Spark's one notice per stateful query
     assert not noise, "\n".join(noise)  # Spark's INFO log, start-up notices, PySpark's pandas warning (item 8)

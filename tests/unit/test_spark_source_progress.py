@@ -27,3 +27,23 @@ def test_delivery_timeout_is_below_the_tasks_wait() -> None:
     conf = producer_conf({"delivery.timeout.ms": 5000})  # librdkafka's alias: one setting, however it is named
     assert conf["message.timeout.ms"] == 5000 and "delivery.timeout.ms" not in conf
     assert flush_wait_s({"message.timeout.ms": 120_000}) == 120 + FLUSH_MARGIN_S
+
+
+def test_rows_dropped_by_watermark_are_summed_and_warned(caplog) -> None:
+    import logging
+
+    from spark_consumers.observability import BatchStats, CombinerMetricsListener, RunStats
+
+    caplog.set_level(logging.WARNING, logger="spark_consumers.observability")
+    listener = CombinerMetricsListener(None, None, None, "python", "20 seconds")  # type: ignore[arg-type]
+    for batch, dropped in enumerate([0, 3, 0, 4]):
+        listener._publish(BatchStats("q", batch, "", 10, 1, 1.0, rows_dropped_by_watermark=dropped))
+    assert listener.rows_dropped_by_watermark == 7
+    assert RunStats(listener.stats).rows_dropped_by_watermark == 7
+    assert RunStats().rows_dropped_by_watermark == 0
+    warned = [r for r in caplog.records if r.name == "spark_consumers.observability"]
+    assert [r.levelno for r in warned] == [logging.WARNING] * 2  # one line per batch with drops
+    first, second = (r.getMessage() for r in warned)
+    assert "batch 1 dropped 3 rows later than the watermark (3 so far" in first
+    assert "batch 3 dropped 4 rows later than the watermark (7 so far" in second
+    assert "spark.watermark (now 20 seconds)" in first and "several routers" in first
