@@ -93,7 +93,8 @@ def test_advise_counts_what_the_route_would_dead_letter(kafka: KafkaSettings, to
 def test_init_refuses_a_missing_topic_and_an_existing_file(kafka: KafkaSettings, topic: str, tmp_path: Path) -> None:
     out = tmp_path / "x.yaml"
     res = CliRunner().invoke(app, ["init", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, "-o", str(out)])
-    assert res.exit_code == 2 and "does not exist" in res.output and not out.exists()
+    # a missing topic exits 4, as in every command (README, "Exit codes"); a refused argument 2
+    assert res.exit_code == 4 and "does not exist" in res.output and not out.exists()
     out.write_text("keep me")
     res = CliRunner().invoke(app, ["init", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, "-o", str(out)])
     assert res.exit_code == 2 and "--force" in res.output and out.read_text() == "keep me"
