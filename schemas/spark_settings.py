@@ -15,7 +15,7 @@ __all__ = ["AGGREGATION_PROFILES", "Aggregation", "AggregationProfile", "SparkSe
 Aggregation = Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k", "percentiles", "score"]
 AggregationProfile = Literal["light", "heavy"]
 _DEFAULT_AGGREGATIONS: tuple[Aggregation, ...] = ("count", "sum", "min", "max", "mean")
-#: The aggregates of each ``spark.profile``. light: about 1-2 us of partial aggregation per record; heavy: adds
+#: The aggregates of each ``spark.profile``. light: cheap decomposable aggregates; heavy: adds
 #: high-accuracy percentiles and the per-record ``score`` computation (``score_rounds`` sets its cost), so the
 #: partial aggregation in the scan task is real work per record.
 AGGREGATION_PROFILES: dict[str, tuple[Aggregation, ...]] = {
@@ -130,21 +130,24 @@ class SparkSettings(FrozenModel):
     @model_validator(mode="before")
     @classmethod
     def _profile_aggregates(cls, data: Any) -> Any:
-        """``profile`` fills in ``aggregations``; setting both is refused (which one would win is a guess)."""
-        if not isinstance(data, dict) or data.get("profile") is None:
-            return data
-        profile = data["profile"]
+        """``profile`` fills in ``aggregations`` unless they are given too (``_consistent`` then refuses a clash).
+
+        Refusing here would hide every field error of the same document: pydantic stops at a raising
+        ``before`` validator, so the clash is checked after the fields are.
+        """
+        if not isinstance(data, dict) or data.get("profile") not in AGGREGATION_PROFILES:
+            return data  # no profile, or the field's own check names the value and the valid profiles
         if data.get("aggregations") is not None:
-            raise ValueError(
-                f"profile={profile!r} and aggregations={data['aggregations']!r} are both set: the profile names the "
-                "aggregates, so set one of them"
-            )
-        if profile not in AGGREGATION_PROFILES:
-            return data  # the field's own check names the value and the valid profiles
-        return {**data, "aggregations": list(AGGREGATION_PROFILES[profile])}
+            return data
+        return {**data, "aggregations": list(AGGREGATION_PROFILES[data["profile"]])}
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
+        if self.profile is not None and tuple(self.aggregations) != AGGREGATION_PROFILES[self.profile]:
+            raise ValueError(
+                f"profile={self.profile!r} and aggregations={list(self.aggregations)!r} are both set: the profile "
+                "names the aggregates, so set one of them"
+            )
         for key in self.source_options:
             if key.lower() in _OWNED_READER_OPTIONS:
                 raise ValueError(

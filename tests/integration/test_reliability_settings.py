@@ -26,6 +26,11 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
+def _fields(doc: dict) -> set[tuple[str, str]]:
+    """The ``(section, field)`` pairs a settings document sets in its mapping sections."""
+    return {(section, name) for section, values in doc.items() if isinstance(values, dict) for name in values}
+
+
 def _run(
     config: Path, env: dict[str, str] | None = None, extra: list[str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -43,7 +48,14 @@ def test_cli_reports_every_invalid_setting_on_one_line(tmp_path: Path) -> None:
         assert isinstance(overrides, dict)
         # rows of a model's own check (no field path) cannot combine: pydantic runs those only on valid fields,
         # and their values would override a field row's (spark.sink: parquet over spark.sink: s3)
-        if set(overrides) <= {"router", "spark"} and path not in paths and re.fullmatch(r"[\w.]+", path):
+        # and a row setting a field an earlier row set would override it (spark.percentiles: [] over [0.5, 1.5])
+        fields, taken = _fields(overrides), _fields(merged)
+        if (
+            set(overrides) <= {"router", "spark"}
+            and path not in paths
+            and re.fullmatch(r"[\w.]+", path)
+            and not fields & taken
+        ):
             merged = _merge(merged, overrides)
             paths.append(path)
     merged["routes"] = [{"raw_topic": "a b", "combiners": 0, "window": {"kind": "session"}}]
