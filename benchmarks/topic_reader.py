@@ -1,9 +1,11 @@
 """Read a whole topic with manual ``assign()`` (no group join), for tests, benchmarks and checks.
 
-Tansu advertises a partition's end offset as the start of its last record batch + 1, so the high watermark
-cannot tell when a partition has been read completely: this reader stops when an expected count is reached,
-or when every partition has reached its advertised end and no record arrived for ``idle_s`` seconds after
-that (a slow first fetch on a loaded host is not mistaken for the end of the topic).
+The reader finishes a partition on librdkafka's partition-EOF event, whose offset is the partition's true end
+when the event is raised. The advertised end (high watermark) is not enough: Tansu reports it as the start of
+the last record batch + 1, and a partition that looked complete there could still have records to fetch. The
+read stops when an expected count is reached, or when every partition has reported its end and no record
+arrived for ``idle_s`` seconds after that (records still being written when the read began), or after
+``timeout_s``.
 """
 
 from __future__ import annotations
@@ -44,12 +46,15 @@ def read_topic(
     n = partition_count(make_admin(kafka), topic)
     if n is None:
         raise BrokerError(f"topic {topic!r} does not exist")
-    consumer = make_consumer(kafka, group_id=f"skewroute-reader-{time.monotonic_ns()}", **{"fetch.wait.max.ms": 20})
+    consumer = make_consumer(
+        kafka,
+        group_id=f"skewroute-reader-{time.monotonic_ns()}",
+        **{"fetch.wait.max.ms": 20, "enable.partition.eof": True},
+    )
     out: list[TopicRecord] = []
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10.0)[1] for p in range(n)}
-        behind = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(n)])
+        behind = set(range(n))  # partitions whose partition-EOF event has not arrived since their last record
         start = last = time.monotonic()
         while True:
             now = time.monotonic()
@@ -61,12 +66,12 @@ def read_topic(
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
+                        behind.discard(m.partition() or 0)
                         continue
                     raise BrokerError(f"reading {topic!r}: {err.str()}")
                 rec = TopicRecord(m.partition() or 0, m.offset() or 0, m.key(), m.value(), m.timestamp()[1])
                 out.append(rec)
-                if rec.offset + 1 >= ends[rec.partition]:
-                    behind.discard(rec.partition)
+                behind.add(rec.partition)  # a record after an EOF: the partition is being written, read on
                 last = time.monotonic()
     finally:
         consumer.close()

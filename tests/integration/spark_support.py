@@ -72,7 +72,10 @@ def read_results(kafka: KafkaSettings, topic: str, expected: int | None = None) 
 def assert_same(got: dict[Key, Agg], want: dict[Key, Agg]) -> None:
     """Exact equality of keys, counts, sums, min, max; mean within 1e-9 relative."""
     missing, extra = set(want) - set(got), set(got) - set(want)
-    assert not missing and not extra, f"missing {sorted(missing)[:5]} extra {sorted(extra)[:5]}"
+    assert not missing and not extra, (
+        f"{len(got)} result rows for {len(want)} expected: {len(missing)} missing {sorted(missing)[:5]}, "
+        f"{len(extra)} extra {sorted(extra)[:5]}"
+    )
     for k, w in want.items():
         g = got[k]
         assert g[:4] == w[:4], f"{k}: got {g}, want {w}"

@@ -88,14 +88,17 @@ def test_sigkill_mid_stream_then_restart_at_least_once(kafka: KafkaSettings, top
     # one Spark run, dedupe on: the replayed records count once
     settings = SkewrouteSettings.load(cfg)
     t1 = time.monotonic()
-    for _attempt in range(2):
+    attempts = 0
+    for attempts in range(1, 3):
         handle = start_job(spark, settings, available_now=True)
+        finished = False
         try:
-            handle.query.awaitTermination(300)
+            finished = handle.query.awaitTermination(300)
         except StreamingQueryException:
-            pass  # judged below from handle.query.exception()
+            finished = True  # judged below from handle.query.exception()
         finally:
             handle.stop()
+        assert finished, "the available-now run did not end within 300 s"
         err = handle.query.exception()
         if err is None or "failed to connect back" not in str(err):
             break
@@ -105,8 +108,10 @@ def test_sigkill_mid_stream_then_restart_at_least_once(kafka: KafkaSettings, top
     raw = {(r.partition, r.offset): r for r in read_topic(kafka, topic, expected=N)}
     recs = [Rec(orjson.loads(r.value or b"")["key"], r.timestamp, float(orjson.loads(r.value or b"")["i"]))
             for r in raw.values()]  # fmt: skip
+    progress = (tmp_path / "progress.jsonl").read_text().splitlines()
+    print(f"\nSpark runs {attempts}, micro-batches {[orjson.loads(p)['input_rows'] for p in progress]}")
     assert_same(read_results(kafka, f"{topic}.results"), reference(recs, 10_000, 10_000))
-    print(f"\nrouted before kill {before}/{N}, replayed duplicates {dups}; router phase {router_s:.1f} s, "
+    print(f"routed before kill {before}/{N}, replayed duplicates {dups}; router phase {router_s:.1f} s, "
           f"spark {time.monotonic() - t1:.1f} s")  # fmt: skip
 
 
