@@ -88,8 +88,9 @@ def test_sigkill_mid_stream_then_restart_at_least_once(kafka: KafkaSettings, top
     # one Spark run, dedupe on: the replayed records count once
     settings = SkewrouteSettings.load(cfg)
     t1 = time.monotonic()
-    attempts = 0
-    for attempts in range(1, 3):
+    runs = 0
+    for _attempt in range(2):
+        runs += 1
         handle = start_job(spark, settings, available_now=True)
         finished = False
         try:
@@ -109,7 +110,7 @@ def test_sigkill_mid_stream_then_restart_at_least_once(kafka: KafkaSettings, top
     recs = [Rec(orjson.loads(r.value or b"")["key"], r.timestamp, float(orjson.loads(r.value or b"")["i"]))
             for r in raw.values()]  # fmt: skip
     progress = (tmp_path / "progress.jsonl").read_text().splitlines()
-    print(f"\nSpark runs {attempts}, micro-batches {[orjson.loads(p)['input_rows'] for p in progress]}")
+    print(f"\nSpark runs {runs}, micro-batches {[orjson.loads(p)['input_rows'] for p in progress]}")
     assert_same(read_results(kafka, f"{topic}.results"), reference(recs, 10_000, 10_000))
     print(f"routed before kill {before}/{N}, replayed duplicates {dups}; router phase {router_s:.1f} s, "
           f"spark {time.monotonic() - t1:.1f} s")  # fmt: skip
