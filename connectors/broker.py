@@ -48,7 +48,7 @@ def wait_for_metadata(bootstrap: str, timeout: float = 20.0, extra: dict[str, st
     from confluent_kafka.admin import AdminClient
 
     deadline = time.monotonic() + timeout
-    last: Exception | None = None
+    last = ""  # the message only: a kept exception's traceback would hold this frame, and with it the client
     conf: dict[str, str | int | float | bool] = {
         "bootstrap.servers": bootstrap,
         "socket.connection.setup.timeout.ms": 1000,
@@ -61,8 +61,9 @@ def wait_for_metadata(bootstrap: str, timeout: float = 20.0, extra: dict[str, st
             if md.brokers:
                 return
         except Exception as exc:  # KafkaException while the listener is not up yet
-            last = exc
+            last = str(exc)
         time.sleep(0.1)
+    del admin  # destroyed now, not when a garbage collection finds it (it would keep dialling a stopped broker)
     raise BrokerError(f"broker at {bootstrap} did not answer a metadata request within {timeout:.0f} s: {last}")
 
 
