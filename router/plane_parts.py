@@ -181,7 +181,7 @@ class DataPlaneStats:
 def make_partitioner(route: RouteSettings, name: str | None = None) -> Partitioner:
     """The route's partitioner; ``name`` builds another registered one with its defaults instead."""
     name = name or route.partitioner.name
-    params = route.partitioner.params()
+    params = route.partitioner_params()
     if route.partitioner.name == "custom":
         name = getattr(route.partitioner, "plugin", name)
     elif name != route.partitioner.name:

@@ -136,6 +136,13 @@ class DaltonSettings(_Base):
         description="sticky: router instances reading the route's keys; with several, the tail takes the first "
         "choice every router shares from the first tuple on (as it does once a sync has happened)",
     )
+    raw_keys: Literal["auto", "shared", "partitioned"] = Field(
+        "auto",
+        description="sticky: partitioned = each raw partition holds its own keys (the raw topic is partitioned "
+        "by the routing key), so a router keeps a key on the combiner it spilled to, slide after slide; shared = "
+        "routers may see the same keys, which then go back to the first choice every router shares; auto = "
+        "partitioned when the route's key is the Kafka message key, shared otherwise",
+    )
     epsilon: float = Field(0.1, ge=0, le=1, description="bandit: exploration probability")
     gamma: float = Field(0.1, gt=0, le=1, description="bandit: learning rate of the Q update")
     p1: float = Field(0.5, ge=0, le=1, description="bandit: reward weight of the load imbalance term")

@@ -202,6 +202,18 @@ class RouteSettings(FrozenModel):
         """The dead-letter topic."""
         return self.dead_letter_topic or f"{self.raw_topic}.dlq"
 
+    def partitioner_params(self) -> dict[str, Any]:
+        """The partitioner's keyword arguments, with what depends on the route resolved.
+
+        Dalton's ``raw_keys: auto`` becomes ``partitioned`` when the key is the Kafka message key (Kafka's
+        partitioners put all records of one message key on one partition, so each router sees its own keys) and
+        ``shared`` otherwise.
+        """
+        params = self.partitioner.params()
+        if params.get("raw_keys") == "auto":
+            params["raw_keys"] = "partitioned" if self.key.source == "kafka_key" else "shared"
+        return params
+
 
 class RouterSettings(FrozenModel):
     """Router worker process settings."""

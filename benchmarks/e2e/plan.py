@@ -161,6 +161,10 @@ class RunSpec:
         return SkewrouteSettings.load(self.config_file)
 
 
+def _dalton(routers: int) -> dict[str, Any]:
+    return {"raw_keys": "partitioned", **({"routers": routers} if routers > 1 else {})}
+
+
 def config_doc(spec: RunSpec) -> dict[str, Any]:
     """The settings document of ``spec`` (route, router and Spark job)."""
     o = spec.opts
@@ -178,8 +182,9 @@ def config_doc(spec: RunSpec) -> dict[str, Any]:
                 "value_field": "x",
                 # the shipped rule: the route's slide is the Spark trigger
                 "window": {"kind": "time", "size": 60_000, "slide": round(o.trigger_s * 1000)},
-                # Dalton's routers share one placement rule from the first tuple when told how many read the keys
-                "partitioner": {"name": part, **({"routers": o.routers} if part == "dalton" and o.routers > 1 else {})},
+                # Dalton's routers share one placement rule from the first tuple when told how many read the keys;
+                # the raw topic is partitioned by the routing key (KeyedProducer), so each router sees its own keys
+                "partitioner": {"name": part, **(_dalton(o.routers) if part == "dalton" else {})},
                 "seed": o.seed,
             }
         ],

@@ -157,6 +157,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.records_since_sync = 0
         self.awaiting = False
         self.cooperative = cfg.routers > 1  # several routers read the same keys (also set by a sync or merge)
+        #: each router sees only its own keys (raw topic partitioned by the key; "auto" is resolved by the route)
+        self.own_keys = cfg.raw_keys == "partitioned"
         self.sync_block = -1  # the scope of the last SYNC sent
         self.buffer: list[Reward] = []
         self.last_global_block = -1
@@ -315,9 +317,14 @@ class DaltonPartitioner(KeySlots, Partitioner):
         rest = np.flatnonzero(big)
         new = new[np.argsort(-counts[new], kind="stable")]
         last = self.last_comb[slots].astype(np.intp)
-        # new to this scope, whole on one combiner in the last one: try that first (one router; cooperating
-        # routers keep the first choice they share, which carries over from scope to scope by itself)
-        again = (last[new] >= 0) & (not self.cooperative)
+        # new to this scope, whole on one combiner in the last one: try that first. Cooperating routers keep the
+        # first choice they share, which carries over from scope to scope by itself; a key one spilled to its
+        # second choice goes back there only when no peer sees the key (raw_keys=partitioned), else routers that
+        # spilled it differently would keep it apart
+        lastn = last[new]
+        again = lastn >= 0
+        if self.cooperative:
+            again &= (lastn == c2[new]) & self.own_keys
         back = new[again]
         if back.size:
             c1, c2 = c1.copy(), c2.copy()
