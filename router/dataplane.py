@@ -2,20 +2,32 @@
 
 Per batch: take up to ``batch_max_records`` raw records, extract keys/times
 (:mod:`router.extract`), ``assign`` them with the route's partitioner, produce each routed record to
-partition ``c`` of the combiner topic and each bad record to the DLQ, wait until Kafka acknowledged all of
-them, then commit the raw offsets. Nothing is committed before its outputs are acknowledged, so a crash
-replays (at-least-once; consumers deduplicate on the source position ``(tp, p, o)``). With
-``delivery=exactly_once`` the batch's outputs and its offsets go in one Kafka transaction instead.
+partition ``c`` of the combiner topic and each bad record to the DLQ; the raw offsets are committed once Kafka
+acknowledged those records and every record produced before them. Nothing is committed before its outputs are
+acknowledged, so a crash replays (at-least-once; consumers deduplicate on the source position ``(tp, p, o)``).
+With ``delivery=exactly_once`` the batch's outputs and its offsets go in one Kafka transaction instead (one
+batch at a time).
 
-One batch is in flight at a time and its delivery overlaps the next batch's CPU work::
+With ``at_least_once`` up to ``router.max_in_flight`` batches are produced and not yet committed
+(:class:`~router.plane_inflight.InFlight`): batch N+1 is consumed, extracted, assigned *and produced* while N's
+records are still being acknowledged::
 
-    consume N+1 -> extract + assign N+1 -> wait for N's acks, commit N -> produce N+1 -> consume N+2 ...
+    consume N+1 -> extract + assign N+1 -> poll(0): everything acknowledged? commit all in flight
+                -> max_in_flight batches out? wait for all of them, commit -> produce N+1 -> consume N+2 ...
 
-(batch N+1 is produced only after N is committed, so a failure never commits past an unacknowledged record).
+A commit covers every batch in flight and happens only when librdkafka holds no unacknowledged record at all
+(its queue length is 0 after the failures were re-sent or dead-lettered and acknowledged too), so it never
+passes an unacknowledged record, in whatever order Kafka acknowledges. That needs no delivery callback per
+record: the producer keeps ``delivery.report.only.error`` (the callback runs for failures only). Per-batch
+completion ("markers": a success callback on each batch's last record per output partition) was not used:
+librdkafka reports successes of *all* records or of none, and with success reports on, confluent-kafka calls
+the global (failure) callback for every record, the per-record Python cost this design avoids. The price: when
+``max_in_flight`` batches are out, the loop waits until all of them are acknowledged (not only the oldest); with
+``max_in_flight: 1`` the loop is the earlier one-batch pipeline (N+1 produced only after N is committed).
 
 Several workers of a deployment share the raw partitions through the consumer group
 ``<app_id>.<route>``. A rebalance happens inside ``consume()``, i.e. between batches; the revoke callback
-first delivers and commits the batch in flight, so no partition moves with uncommitted work. The partitioner
+first delivers and commits every batch in flight, so no partition moves with uncommitted work. The partitioner
 instance is kept across rebalances: its state is this worker's local view of the load it sent to the
 combiners (which is still true), and keys of newly assigned raw partitions are simply new input.
 Other threads (e.g. a Dalton sync service) touch the partitioner only through :meth:`RouteDataPlane.submit`,
@@ -24,13 +36,13 @@ which runs the call on the data-plane thread between two batches.
 No single record stops a route: whatever fails for one record (extraction, an event time too far ahead, the
 routed record's encoding, the producer or the broker refusing it) sends that record to the DLQ, as an envelope
 with a bounded prefix when the whole record would not fit there. A lost partition (``on_lost``: the session
-expired) drops the batch in flight without committing; commit results are checked per partition; waiting for
+expired) drops the batches in flight without committing; commit results are checked per partition; waiting for
 acknowledgements has a deadline below ``max.poll.interval.ms``; with ``exactly_once`` retriable errors of
 ``send_offsets_to_transaction``/``commit_transaction`` are retried (only abortable ones abort the transaction).
 
 This module holds the loop (consume, extract, assign, then hand over); the output side (produce, dead-letter,
 deliver, commit) is :mod:`router.plane_output` and the rebalance callbacks are :mod:`router.plane_rebalance`,
-both mixins of :class:`RouteDataPlane`.
+both mixins of :class:`RouteDataPlane`; the batches in flight are an :class:`~router.plane_inflight.InFlight`.
 """
 
 from __future__ import annotations
@@ -51,6 +63,7 @@ from router.extract import Extracted, Extractor, RawMessage
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
 from router.partitioners import Partitioner
 from router.plane_health import PlaneHealth
+from router.plane_inflight import InFlight
 from router.plane_output import PlaneOutput
 from router.plane_parts import (
     CONSUMER_TUNING,
@@ -74,7 +87,7 @@ log = logging.getLogger("router.dataplane")
 class RouteDataPlane(PlaneRebalance, PlaneOutput):
     """The batch loop of one route on a dedicated thread (start/stop from any thread).
 
-    ``partitioner`` is public for the sync service; ``sync`` is where such a service attaches itself. Pass a
+    ``partitioner`` is public for the sync service (it reaches it through :meth:`submit`). Pass a
     :class:`Partitioner` instance as ``partitioner`` to route with it instead of the route's configured one.
     """
 
@@ -93,7 +106,6 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
         self._msg_limit = check_sizes(kafka, router, route)  # refuses settings that cannot work
         self.partitioner = partitioner if partitioner is not None else make_partitioner(route)
         self.partitioner_name = self.partitioner.name
-        self.sync: Any = None  # attach point for a partitioner sync service (Dalton)
         self.metrics: RouteMetrics = metrics.route(route.route_name, self.partitioner_name, route.combiners)
         self.stats = DataPlaneStats()
         self.group_id = f"{router.app_id}.{route.route_name}"
@@ -113,7 +125,7 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
         self._stop = threading.Event()
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
         self._failed: list[Message] = []
-        self._pending: PendingBatch | None = None  # produced, not yet acknowledged/committed
+        self.in_flight = InFlight(1 if self.exactly_once else router.max_in_flight)  # produced, not committed
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.assignment: set[int] = set()
@@ -156,9 +168,9 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
                 while not self._stop.is_set():
                     self._run_calls()
                     self._batch()
-                self._complete()  # clean stop: the last batch is delivered and committed
+                self._complete()  # clean stop: the batches in flight are delivered and committed
             finally:
-                self._close()  # after a failure: the batch in flight stays uncommitted (replayed)
+                self._close()  # after a failure: the batches in flight stay uncommitted (replayed)
         except BaseException as exc:  # reported to the supervising service, which stops the worker
             self.error = exc
             log.exception(
@@ -220,12 +232,12 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
             self._failed.append(msg)
 
     def _batch(self) -> None:
-        """One turn of the loop; the previous batch's delivery overlaps this batch's extract + assign."""
+        """One turn of the loop; earlier batches are acknowledged while this one is extracted, assigned, produced."""
         msgs = self.consumer.consume(self.router.batch_max_records, self.router.batch_timeout_ms / 1000)
         self.health.looped()
         self.health.sample(self.consumer, self.assignment)
         if not msgs:
-            self._complete()  # idle: finish the batch in flight now
+            self._complete()  # idle: finish the batches in flight now
             return
         t0 = time.perf_counter()
         if any(m.error() is not None for m in msgs):
@@ -250,7 +262,7 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
             next_offsets(self.route.raw_topic, ext), len(msgs), len(ext), len(ext.bad), t0, time.monotonic()
         )
         t2 = time.perf_counter()
-        self._complete()  # the previous batch was in flight until now: wait for its acks, commit its offsets
+        self._settle()  # commit what is acknowledged; wait only when max_in_flight batches are out
         t3 = time.perf_counter()
         if self.exactly_once:
             if self._transact(ext, combiners, batch):
@@ -262,8 +274,8 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
             self._dead_letter(ext.bad + refused)
             batch.routed -= len(refused)
             batch.dead += len(refused)
-            self._pending = batch
-            self.health.waiting_since = batch.consumed_at
+            self.in_flight.add(batch)
+            self.health.waiting_since = self.in_flight.oldest_consumed_at
         st.extract_s += t1 - t0
         st.assign_s += t2 - t1
         st.produce_s += time.perf_counter() - t3
@@ -272,19 +284,35 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
         limit_ms = int(time.time() * 1000) + self._ahead_ms  # wall clock + tolerance
         return self.extractor.extract(msgs, None if self._clamp else limit_ms), limit_ms
 
+    def _settle(self) -> None:
+        """Commit the batches in flight if Kafka acknowledged everything (no wait), or wait when they are full.
+
+        ``poll(0)`` serves the failure callbacks; ``len(producer)`` counts the records librdkafka has not seen
+        acknowledged yet (queued, in flight, or with a report not served): 0 means every batch in flight is
+        delivered, up to failures, which :meth:`_complete` re-sends or dead-letters before it commits.
+        """
+        if not self.in_flight:
+            return
+        self.producer.poll(0)
+        if self.in_flight.full or len(self.producer) == 0:
+            self._complete()
+
     def _complete(self) -> None:
-        """Deliver and commit the batch in flight, if any (also on revoke and on a clean stop)."""
-        batch = self._pending
-        if batch is None:
+        """Deliver and commit every batch in flight, if any (also idle, on revoke and on a clean stop)."""
+        if not self.in_flight:
             return
         t = time.perf_counter()
-        refused = self._deliver(batch.offsets)
-        batch.routed -= refused
-        batch.dead += refused
-        self._pending = None
+        refused = self._deliver(self.in_flight.offsets())
+        batches = self.in_flight.take(refused)
         self.health.waiting_since = None
         self.stats.deliver_s += time.perf_counter() - t
-        self._done(batch)
+        for batch in batches:
+            self._done(batch)
+
+    @property
+    def _pending(self) -> PendingBatch | None:
+        """The batches in flight as one (``None`` when none is); the benchmark that drives the loop reads it."""
+        return self.in_flight.merged()
 
     def _done(self, batch: PendingBatch) -> None:
         """Account for a batch whose outputs are acknowledged and whose offsets are committed."""

@@ -8,9 +8,10 @@ consumer's ``consume()``, i.e. on the data-plane thread between two batches. Wha
   broker that kept the records but dropped a transactional offset commit is replayed from the group's offsets
   instead); committed offsets below the log start (retention deleted raw records unread) fail or are logged
   and skipped, as ``router.on_data_loss`` says;
-* on revoke, the batch in flight is delivered and committed before the partitions move;
-* on loss (the session expired: the partitions already belong to others), the batch in flight is dropped
-  uncommitted: its new owners replay it and consumers deduplicate on the source position ``(tp, p, o)``.
+* on revoke, every batch in flight (up to ``router.max_in_flight``) is delivered and committed before the
+  partitions move;
+* on loss (the session expired: the partitions already belong to others), the batches in flight are dropped
+  uncommitted: their new owners replay them and consumers deduplicate on the source position ``(tp, p, o)``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from connectors.kafka_offsets import make_probe_consumer
 from connectors.retention import DataLossError, find_lost_ranges
 from router.observability import RouteMetrics
 from router.plane_health import PlaneHealth
-from router.plane_parts import PendingBatch
+from router.plane_inflight import InFlight
 from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
@@ -47,11 +48,11 @@ class PlaneRebalance:
     group_id: str
     exactly_once: bool
     assignment: set[int]
-    _pending: PendingBatch | None
+    in_flight: InFlight
     _committed: dict[int, int]
 
     def _complete(self) -> None:
-        """Deliver and commit the batch in flight (the data plane's)."""
+        """Deliver and commit every batch in flight (the data plane's)."""
         raise NotImplementedError
 
     def _on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
@@ -110,23 +111,22 @@ class PlaneRebalance:
             )  # fmt: skip
 
     def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        # called inside consume(), between batches: commit the batch in flight before the partitions move
+        # called inside consume(), between batches: commit the batches in flight before the partitions move
         self._complete()
         self._forget(parts)
         log.info("route %s: revoked %s", self.route.route_name, sorted(p.partition for p in parts))
 
     def _on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
         # the partitions already belong to others (session expired): committing is impossible and would be wrong;
-        # drop the batch in flight uncommitted (its new owners replay it; consumers deduplicate on (tp, p, o))
-        dropped = self._pending
-        self._pending = None
+        # drop the batches in flight uncommitted (their new owners replay them; consumers deduplicate on (tp, p, o))
+        dropped = self.in_flight.take()
         self.health.waiting_since = None
-        if dropped is not None:
-            self.metrics.dropped_batches.inc()
+        if dropped:
+            self.metrics.dropped_batches.inc(len(dropped))
         self._forget(parts)
         log.warning(
-            "route %s: lost %s; dropped the batch in flight (%d records) without committing",
-            self.route.route_name, sorted(p.partition for p in parts), dropped.consumed if dropped else 0,
+            "route %s: lost %s; dropped %d batch(es) in flight (%d records) without committing",
+            self.route.route_name, sorted(p.partition for p in parts), len(dropped), sum(b.consumed for b in dropped),
         )  # fmt: skip
 
     def _rewind(self, msgs: list[Message]) -> None:

@@ -80,6 +80,9 @@ class FakeProducer:
     def poll(self, timeout: float) -> int:
         return 0
 
+    def __len__(self) -> int:
+        return self.unflushed
+
 
 def _plane(delivery: str = "at_least_once", consumer: dict[str, Any] | None = None) -> RouteDataPlane:
     router = RouterSettings(delivery=delivery, instance_id="w1")  # type: ignore[arg-type]
@@ -95,9 +98,9 @@ def test_lost_partitions_drop_the_batch_in_flight_without_committing() -> None:
     plane = _plane()
     plane.consumer, plane.producer = FakeConsumer(), FakeProducer()  # type: ignore[assignment]
     plane.assignment = {0, 1}
-    plane._pending = _batch([0, 1])
+    plane.in_flight.add(_batch([0, 1]))
     plane._on_lost(plane.consumer, [TopicPartition("raw", 0), TopicPartition("raw", 1)])
-    assert plane._pending is None and plane.assignment == set()
+    assert len(plane.in_flight) == 0 and plane.assignment == set()
     assert plane.consumer.commits == [] and plane._committed == {}  # type: ignore[attr-defined]
     plane._on_revoke(plane.consumer, [])  # nothing left to commit
     assert plane.consumer.commits == []  # type: ignore[attr-defined]
@@ -106,7 +109,7 @@ def test_lost_partitions_drop_the_batch_in_flight_without_committing() -> None:
 def test_commit_results_count_per_partition() -> None:
     plane = _plane()
     plane.consumer, plane.producer = FakeConsumer(refuse={1}), FakeProducer()  # type: ignore[assignment]
-    plane._pending = _batch([0, 1])
+    plane.in_flight.add(_batch([0, 1]))
     plane._complete()
     assert plane._committed == {0: 10}  # partition 1's commit was refused: not marked
     assert plane.health.last_commit is not None
@@ -168,7 +171,7 @@ def test_a_routed_record_the_broker_refuses_goes_to_the_dlq_and_the_batch_commit
         error=lambda: KafkaError(KafkaError.MSG_SIZE_TOO_LARGE),
     )  # fmt: skip
     plane._failed = [refused]  # type: ignore[list-item]
-    plane._pending = _batch([0])
+    plane.in_flight.add(_batch([0]))
     plane._complete()
     ((topic, value),) = plane.producer.produced  # type: ignore[attr-defined]
     dl = DeadLetter.model_validate_json(value)
