@@ -9,8 +9,8 @@ With ``delivery=exactly_once`` the batch's outputs and its offsets go in one Kaf
 batch at a time).
 
 With ``at_least_once`` up to ``router.max_in_flight`` batches are produced and not yet committed
-(:class:`~router.plane_inflight.InFlight`): batch N+1 is consumed, extracted, assigned *and produced* while N's
-records are still being acknowledged::
+(:class:`~router.plane_inflight.InFlight`, kept by the delivery side): batch N+1 is consumed, extracted,
+assigned *and produced* while N's records are still being acknowledged::
 
     consume N+1 -> extract + assign N+1 -> poll(0): everything acknowledged? commit all in flight
                 -> max_in_flight batches out? wait for all of them, commit -> produce N+1 -> consume N+2 ...
@@ -40,9 +40,11 @@ expired) drops the batches in flight without committing; commit results are chec
 acknowledgements has a deadline below ``max.poll.interval.ms``; with ``exactly_once`` retriable errors of
 ``send_offsets_to_transaction``/``commit_transaction`` are retried (only abortable ones abort the transaction).
 
-This module holds the loop (consume, extract, assign, then hand over); the output side (produce, dead-letter,
-deliver, commit) is :mod:`router.plane_output` and the rebalance callbacks are :mod:`router.plane_rebalance`,
-both mixins of :class:`RouteDataPlane`; the batches in flight are an :class:`~router.plane_inflight.InFlight`.
+This module holds the loop (consume, extract, assign, then hand over). :class:`RouteDataPlane` composes
+collaborators that own their state: the delivery side :class:`~router.plane_output.PlaneOutput` (producer,
+failures, batches in flight, produce, dead-letter, deliver, commit), the group membership
+:class:`~router.plane_rebalance.PlaneMembership` (assignment, rebalance callbacks) and
+:class:`~router.plane_health.PlaneHealth` (readiness, lag).
 """
 
 from __future__ import annotations
@@ -56,14 +58,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaException, Producer
 
 from connectors.kafka import make_consumer, make_producer
-from router.extract import Extracted, Extractor, RawMessage
+from router.extract import BadRecord, Extracted, Extractor, RawMessage
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
 from router.partitioners import Partitioner
 from router.plane_health import PlaneHealth
-from router.plane_inflight import InFlight
 from router.plane_output import PlaneOutput
 from router.plane_parts import (
     CONSUMER_TUNING,
@@ -71,12 +72,11 @@ from router.plane_parts import (
     DataPlaneStats,
     DeliveryError,
     PendingBatch,
-    check_sizes,
     make_partitioner,
     next_offsets,
     window_clock,
 )
-from router.plane_rebalance import PlaneRebalance
+from router.plane_rebalance import PlaneMembership
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 __all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
@@ -84,8 +84,11 @@ __all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitione
 log = logging.getLogger("router.dataplane")
 
 
-class RouteDataPlane(PlaneRebalance, PlaneOutput):
+class RouteDataPlane:
     """The batch loop of one route on a dedicated thread (start/stop from any thread).
+
+    Its collaborators: ``output`` (:class:`PlaneOutput`), ``membership`` (:class:`PlaneMembership`), ``health``
+    (:class:`PlaneHealth`). ``assignment``, ``producer`` and ``consumer`` are theirs, reachable from here.
 
     ``partitioner`` is public for the sync service (it reaches it through :meth:`submit`). Pass a
     :class:`Partitioner` instance as ``partitioner`` to route with it instead of the route's configured one.
@@ -103,7 +106,6 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
     ) -> None:
         self.kafka, self.router, self.route = kafka, router, route
         self.instance_id = instance_id
-        self._msg_limit = check_sizes(kafka, router, route)  # refuses settings that cannot work
         self.partitioner = partitioner if partitioner is not None else make_partitioner(route)
         self.partitioner_name = self.partitioner.name
         self.metrics: RouteMetrics = metrics.route(route.route_name, self.partitioner_name, route.combiners)
@@ -117,19 +119,38 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
         self._clock = 0  # window clock (see plane_parts.window_clock; partitioners need non-decreasing times)
         self._ahead_ms = route.time.max_ahead_ms  # event times above wall clock + this are dead-lettered/clamped
         self._clamp = route.time.too_far_ahead == "clamp"
-        poll_ms = int(kafka.consumer.get("max.poll.interval.ms", 300_000))
-        self._deliver_s = poll_ms / 2000  # a delivery wait ends (the plane fails) before the group evicts us
         self.health = PlaneHealth(self.metrics, route.raw_topic, router.ready_stale_s)
-        self._skip: dict[tuple[int, int], str] = {}  # exactly_once: records the broker refused, dead-lettered next
-        self._envelope: set[tuple[int, int]] = set()  # exactly_once: positions whose dead letter was refused
         self._stop = threading.Event()
+        self.output = PlaneOutput(kafka, router, route, self.metrics, self.stats, self.health, self._stop)
+        self.membership = PlaneMembership(
+            kafka, router, route, self.metrics, self.health, self.group_id, self.output, self._complete
+        )
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
-        self._failed: list[Message] = []
-        self.in_flight = InFlight(1 if self.exactly_once else router.max_in_flight)  # produced, not committed
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
-        self.assignment: set[int] = set()
-        self._committed: dict[int, int] = {}  # raw partition -> the offset this worker committed last
+
+    @property
+    def assignment(self) -> set[int]:
+        """The raw partitions this worker consumes now."""
+        return self.membership.assignment
+
+    @property
+    def producer(self) -> Producer:
+        """The route's producer (the delivery side's; set by :meth:`start`, or by a caller driving the loop)."""
+        return self.output.producer
+
+    @producer.setter
+    def producer(self, producer: Producer) -> None:
+        self.output.producer = producer
+
+    @property
+    def consumer(self) -> Any:
+        """The route's consumer in group ``group_id`` (offsets are committed through it)."""
+        return self.output.consumer
+
+    @consumer.setter
+    def consumer(self, consumer: Any) -> None:
+        self.output.consumer = consumer
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> RouteDataPlane:
@@ -179,10 +200,11 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
 
     def _setup(self) -> None:
         # our tuning < the user's kafka.producer / kafka.consumer properties < what correctness needs
-        producer_conf: dict[str, Any] = {**PRODUCER_TUNING, **self.kafka.producer, "on_delivery": self._on_error}
+        producer_conf: dict[str, Any] = {**PRODUCER_TUNING, **self.kafka.producer, "on_delivery": self.output.on_error}
         if "message.timeout.ms" not in self.kafka.producer:  # a record's own delivery gives up before our wait
             txn_ms = int(self.kafka.producer.get("transaction.timeout.ms", 60_000))
-            cap = min(int(self._deliver_s * 800), txn_ms) if self.exactly_once else int(self._deliver_s * 800)
+            wait_ms = int(self.output.deliver_s * 800)
+            cap = min(wait_ms, txn_ms) if self.exactly_once else wait_ms
             producer_conf["message.timeout.ms"] = max(1000, cap)
         if self.exactly_once:  # a stable id (checked by the settings): a restarted worker fences its zombie
             producer_conf["transactional.id"] = f"{self.group_id}.{self.instance_id}"
@@ -195,7 +217,10 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
             consumer_conf["group.instance.id"] = self.router.instance_id  # a quick restart does not rebalance
         self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf)
         self.consumer.subscribe(
-            [self.route.raw_topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            [self.route.raw_topic],
+            on_assign=self.membership.on_assign,
+            on_revoke=self.membership.on_revoke,
+            on_lost=self.membership.on_lost,
         )
         log.info(
             "route %s: consuming %s in group %s (%s, %s)",
@@ -226,10 +251,6 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
                     fut.set_result(fn())
                 except Exception as exc:
                     fut.set_exception(exc)
-
-    def _on_error(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:  # delivery.report.only.error: only failures reach this callback
-            self._failed.append(msg)
 
     def _batch(self) -> None:
         """One turn of the loop; earlier batches are acknowledged while this one is extracted, assigned, produced."""
@@ -265,17 +286,12 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
         self._settle()  # commit what is acknowledged; wait only when max_in_flight batches are out
         t3 = time.perf_counter()
         if self.exactly_once:
-            if self._transact(ext, combiners, batch):
+            if self.output.transact(ext, combiners, batch):
                 self._done(batch)
             else:
-                self._rewind(msgs)
+                self.membership.rewind(self.consumer, msgs)
         else:
-            refused = self._produce(ext, combiners)
-            self._dead_letter(ext.bad + refused)
-            batch.routed -= len(refused)
-            batch.dead += len(refused)
-            self.in_flight.add(batch)
-            self.health.waiting_since = self.in_flight.oldest_consumed_at
+            self.output.hand_over(ext, combiners, batch)
         st.extract_s += t1 - t0
         st.assign_s += t2 - t1
         st.produce_s += time.perf_counter() - t3
@@ -285,34 +301,23 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
         return self.extractor.extract(msgs, None if self._clamp else limit_ms), limit_ms
 
     def _settle(self) -> None:
-        """Commit the batches in flight if Kafka acknowledged everything (no wait), or wait when they are full.
-
-        ``poll(0)`` serves the failure callbacks; ``len(producer)`` counts the records librdkafka has not seen
-        acknowledged yet (queued, in flight, or with a report not served): 0 means every batch in flight is
-        delivered, up to failures, which :meth:`_complete` re-sends or dead-letters before it commits.
-        """
-        if not self.in_flight:
-            return
-        self.producer.poll(0)
-        if self.in_flight.full or len(self.producer) == 0:
-            self._complete()
+        """Commit the batches in flight if everything is acknowledged, or wait when they are full (the output's)."""
+        for batch in self.output.settle():
+            self._done(batch)
 
     def _complete(self) -> None:
         """Deliver and commit every batch in flight, if any (also idle, on revoke and on a clean stop)."""
-        if not self.in_flight:
-            return
-        t = time.perf_counter()
-        refused = self._deliver(self.in_flight.offsets())
-        batches = self.in_flight.take(refused)
-        self.health.waiting_since = None
-        self.stats.deliver_s += time.perf_counter() - t
-        for batch in batches:
+        for batch in self.output.complete():
             self._done(batch)
+
+    def _produce(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
+        """Produce a batch's routed records; the refused ones (benchmarks drive this half of the loop alone)."""
+        return self.output.produce(ext, combiners)
 
     @property
     def _pending(self) -> PendingBatch | None:
         """The batches in flight as one (``None`` when none is); the benchmark that drives the loop reads it."""
-        return self.in_flight.merged()
+        return self.output.in_flight.merged()
 
     def _done(self, batch: PendingBatch) -> None:
         """Account for a batch whose outputs are acknowledged and whose offsets are committed."""

@@ -118,7 +118,7 @@ class Broker:
                 self.events.append(("ack", out.source))
             else:
                 out.err = error
-                self.plane._on_error(error, out)  # type: ignore[arg-type]
+                self.plane.output.on_error(error, out)  # type: ignore[arg-type]
 
 
 def _plane(max_in_flight: int, batches: list[list[tuple[int, int]]]) -> tuple[RouteDataPlane, Broker]:
@@ -144,15 +144,15 @@ def test_a_later_batch_acknowledged_first_is_not_committed_before_the_earlier_on
     plane, broker = _plane(3, [B1, B2, B3])
     plane._batch()  # B1 produced, nothing acknowledged
     plane._batch()  # B2 produced while B1 is in flight (no wait: 2 < max_in_flight)
-    assert len(plane.in_flight) == 2 and broker.commits == []
+    assert len(plane.output.in_flight) == 2 and broker.commits == []
     broker.ack(_of(B2))  # B2 acknowledged, B1 still not
     plane._batch()  # B3: B1 outstanding, so nothing is committed; B3 produced too
-    assert broker.commits == [] and len(plane.in_flight) == 3
+    assert broker.commits == [] and len(plane.output.in_flight) == 3
     broker.ack(_of(B1, B3))
     plane._batch()  # idle: everything acknowledged -> one commit covering B1..B3
     assert broker.commits == [{0: 4, 1: 2, 2: 2}]
     assert (plane.stats.consumed, plane.stats.routed, plane.stats.batches) == (8, 8, 3)
-    assert plane.health.waiting_since is None and plane._committed == {0: 4, 1: 2, 2: 2}
+    assert plane.health.waiting_since is None and plane.output.committed == {0: 4, 1: 2, 2: 2}
 
 
 def test_each_turn_commits_what_is_acknowledged_without_waiting() -> None:
@@ -163,19 +163,19 @@ def test_each_turn_commits_what_is_acknowledged_without_waiting() -> None:
     plane._batch()  # B1 acknowledged: committed before B2 is produced
     plane._batch()
     assert broker.commits == [{0: 2, 1: 1}, {0: 3, 1: 2, 2: 1}]
-    assert len(plane.in_flight) == 1  # B3, acknowledged at the next turn
+    assert len(plane.output.in_flight) == 1  # B3, acknowledged at the next turn
 
 
 def test_full_pipeline_waits_and_commits_before_producing_more() -> None:
     plane, broker = _plane(2, [B1, B2, B3])
     plane._batch()
     plane._batch()
-    assert broker.commits == [] and len(plane.in_flight) == 2
+    assert broker.commits == [] and len(plane.output.in_flight) == 2
     plane._batch()  # two batches out: wait for them (flush), commit, then produce B3
     assert broker.commits == [{0: 3, 1: 2, 2: 1}]
     first_b3 = broker.events.index(("produce", B3[0]))
     assert broker.events.index(("commit", broker.commits[0])) < first_b3
-    assert len(plane.in_flight) == 1
+    assert len(plane.output.in_flight) == 1
 
 
 def test_max_in_flight_one_is_the_one_batch_pipeline() -> None:
@@ -217,23 +217,23 @@ def test_a_record_the_broker_refuses_is_dead_lettered_and_acknowledged_before_th
 
 def test_the_wait_of_a_full_pipeline_has_the_delivery_deadline() -> None:
     plane, broker = _plane(2, [B1, B2, B3])
-    plane._deliver_s = 0.5
+    plane.output.deliver_s = 0.5
     broker.stuck = True
     plane._batch()
     plane._batch()
     with pytest.raises(DeliveryError, match="not acknowledged within"):
         plane._batch()
-    assert broker.commits == [] and len(plane.in_flight) == 2  # uncommitted: replayed after the restart
+    assert broker.commits == [] and len(plane.output.in_flight) == 2  # uncommitted: replayed after the restart
 
 
 def test_revoke_delivers_and_commits_every_batch_in_flight_before_it_returns() -> None:
     plane, broker = _plane(4, [B1, B2, B3])
     for _ in range(3):
         plane._batch()
-    assert len(plane.in_flight) == 3 and broker.commits == []
-    plane.assignment = {0, 1, 2}
-    plane._on_revoke(broker, [TopicPartition(RAW, p) for p in (0, 1, 2)])
-    assert broker.commits == [{0: 4, 1: 2, 2: 2}] and len(plane.in_flight) == 0
+    assert len(plane.output.in_flight) == 3 and broker.commits == []
+    plane.membership.assignment = {0, 1, 2}
+    plane.membership.on_revoke(broker, [TopicPartition(RAW, p) for p in (0, 1, 2)])
+    assert broker.commits == [{0: 4, 1: 2, 2: 2}] and len(plane.output.in_flight) == 0
     assert plane.assignment == set() and plane.stats.batches == 3
 
 
@@ -241,8 +241,8 @@ def test_lost_partitions_drop_every_batch_in_flight_uncommitted() -> None:
     plane, broker = _plane(4, [B1, B2, B3])
     for _ in range(3):
         plane._batch()
-    plane._on_lost(broker, [TopicPartition(RAW, p) for p in (0, 1, 2)])
-    assert broker.commits == [] and len(plane.in_flight) == 0 and plane._committed == {}
+    plane.membership.on_lost(broker, [TopicPartition(RAW, p) for p in (0, 1, 2)])
+    assert broker.commits == [] and len(plane.output.in_flight) == 0 and plane.output.committed == {}
     assert plane.metrics.dropped_batches._value.get() == 3  # type: ignore[attr-defined]
     plane._complete()  # nothing left to commit
     assert broker.commits == [] and plane.stats.consumed == 0
@@ -252,7 +252,7 @@ def test_clean_stop_commits_everything_in_flight() -> None:
     plane, broker = _plane(4, [B1, B2])
     plane._setup = lambda: None  # type: ignore[method-assign]
     plane._close = lambda: None  # type: ignore[method-assign]
-    broker.before_consume = lambda: plane.stop() if len(plane.in_flight) == 2 else None
+    broker.before_consume = lambda: plane.stop() if len(plane.output.in_flight) == 2 else None
     plane._main()
     assert plane.error is None and broker.commits == [{0: 3, 1: 2, 2: 1}] and plane.stats.consumed == 6
 
@@ -296,5 +296,5 @@ def test_exactly_once_keeps_one_batch_in_flight_and_refuses_more() -> None:
         SkewrouteSettings.load(router={"delivery": "exactly_once", "max_in_flight": 3})
     router = RouterSettings(delivery="exactly_once", instance_id="w1")  # the default applies to at_least_once only
     plane = RouteDataPlane(KafkaSettings(), router, RouteSettings(raw_topic=RAW), RouterMetrics("w1"), instance_id="w1")
-    assert router.max_in_flight > 1 and plane.in_flight.limit == 1
+    assert router.max_in_flight > 1 and plane.output.in_flight.limit == 1
     assert RouterSettings(delivery="exactly_once", instance_id="w1", max_in_flight=1).max_in_flight == 1
