@@ -234,7 +234,7 @@ class RouterSettings(FrozenModel):
     batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
     batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
     max_in_flight: int = Field(
-        4,  # measured: BENCHMARKS.md, router pipeline
+        2,  # measured: BENCHMARKS.md, "Router pipeline"
         ge=1,
         le=16,
         description="at_least_once: most batches produced and not yet committed (the next batches are consumed, "
