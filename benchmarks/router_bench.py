@@ -14,6 +14,9 @@ over 10k keys, uniform over 10k keys; small JSON values). Configurations: ``pass
   configuration runs right next to a pass-through process of its own (order alternating); the ratio is the
   median over rounds of rate / that adjacent pass-through rate.
 
+The ``release`` section runs each configuration per routed format and, with ``$SKEWROUTE_BENCH_IN_FLIGHT``
+(e.g. ``1,2,4``), per ``router.max_in_flight`` (passed to the workers as ``$SKEWROUTE_ROUTER__MAX_IN_FLIGHT``).
+
 Rounds rotate the configuration order. The report ends with the broker-less per-phase CPU profile
 (:mod:`benchmarks.router_bench_hotpath`); the workloads are :mod:`benchmarks.router_bench_workloads`. Writes
 ``router-throughput.md`` in the report folder (``--out``).
@@ -42,6 +45,8 @@ from benchmarks.router_bench_workloads import KEYS, RAW_PARTITIONS, WORKLOADS, p
 __all__ = ["main"]
 
 NEW, BASELINE = "new", "baseline"
+#: A variant of the release section: (release, routed format, router.max_in_flight or None for the default).
+Variant = tuple[str, int, int | None]
 
 SEPARATE = (
     "Every configuration runs right before or after a pass-through process of its own (order alternating); "
@@ -104,17 +109,24 @@ def _topic_bytes(kafka: Any, topic: str, expected: int) -> float:
 
 
 def _run_child(
-    args: argparse.Namespace, raw: str, name: str, *, pair: bool = False, release: str = NEW, fmt: int = 2
-) -> dict[str, Any]:
-    """One worker process; ``release`` ``baseline`` runs the code of ``args.baseline`` (its own child protocol)."""
+    args: argparse.Namespace, raw: str, name: str, *, pair: bool = False, release: str = NEW, fmt: int = 2,
+    in_flight: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """One worker process; ``release`` ``baseline`` runs the code of ``args.baseline`` (its own child protocol).
+
+    ``in_flight`` sets the worker's ``router.max_in_flight`` (through the environment, as any router setting).
+    """
     cmd = [
         sys.executable, "-m", "benchmarks.router_bench", "--child", "--bootstrap", args.bootstrap, "--raw", raw,
         "--partitioner", name, "-n", str(args.n), "--batch", str(args.batch), "--combiners", str(args.combiners),
         "--timeout", str(args.timeout), "--producer-conf", args.producer_conf, *(["--pair"] if pair else []),
     ]  # fmt: skip
-    env, cwd = None, None
+    env: dict[str, str] | None = None
+    cwd = None
+    if in_flight is not None:
+        env = {**os.environ, "SKEWROUTE_ROUTER__MAX_IN_FLIGHT": str(in_flight)}
     if release == BASELINE:
-        env, cwd = {**os.environ, "PYTHONPATH": str(args.baseline)}, str(args.baseline)
+        env, cwd = {**(env or os.environ), "PYTHONPATH": str(args.baseline)}, str(args.baseline)
     else:
         cmd += ["--routed-format", str(fmt)]
     cpu0 = _broker_cpu(args)
@@ -174,29 +186,31 @@ def _separate_rounds(
             print(f"  round {rnd + 1} {name:<12} {shown}", flush=True)
 
 
-def _variants(args: argparse.Namespace) -> list[tuple[str, int]]:
-    """(release, routed format) pairs of the release section: this code per format, then the baseline's."""
-    out = [(NEW, int(f)) for f in args.formats.split(",")]
-    return out + ([(BASELINE, 1)] if args.baseline is not None else [])
+def _variants(args: argparse.Namespace) -> list[Variant]:
+    """The variants of the release section: this code per format and max_in_flight, then the baseline's."""
+    flights: list[int | None] = [int(k) for k in args.in_flight.split(",")] if args.in_flight else [None]
+    out: list[Variant] = [(NEW, int(f), k) for f in args.formats.split(",") for k in flights]
+    return out + ([(BASELINE, 1, None)] if args.baseline is not None else [])
 
 
-def _label(variant: tuple[str, int]) -> str:
-    return f"{variant[0]} (format {variant[1]})"
+def _label(variant: Variant) -> str:
+    release, fmt, k = variant
+    return f"{release} (format {fmt}{'' if k is None else f', in flight {k}'})"
 
 
 def _release_rounds(
-    args: argparse.Namespace, raw: str, names: list[str], per: dict[tuple[str, str, int], list[dict[str, Any]]]
+    args: argparse.Namespace, raw: str, names: list[str], per: dict[tuple[str, Variant], list[dict[str, Any]]]
 ) -> None:
-    """Every configuration with this code (each routed format) and with the baseline release, adjacent runs."""
+    """Every configuration with this code (each variant) and with the baseline release, adjacent runs."""
     variants = _variants(args)
     for rnd in range(args.rounds):
         for name in names[rnd % len(names) :] + names[: rnd % len(names)]:  # rotated
             order = variants[rnd % len(variants) :] + variants[: rnd % len(variants)]
-            for release, fmt in order:
-                r = _run_child(args, raw, name, release=release, fmt=fmt)
-                per.setdefault((name, release, fmt), []).append(r)
+            for v in order:
+                r = _run_child(args, raw, name, release=v[0], fmt=v[1], in_flight=v[2])
+                per.setdefault((name, v), []).append(r)
                 shown = f"{r['rate']:,.0f} tuples/s" if r.get("ok") else f"FAILED {str(r.get('error'))[-200:]}"
-                print(f"  release round {rnd + 1} {name:<12} {_label((release, fmt)):<22} {shown}", flush=True)
+                print(f"  release round {rnd + 1} {name:<12} {_label(v):<36} {shown}", flush=True)
 
 
 def _figures(runs: list[dict[str, Any]], raw_bytes: float, v1_bytes: float) -> dict[str, Any]:
@@ -224,11 +238,17 @@ def _figures(runs: list[dict[str, Any]], raw_bytes: float, v1_bytes: float) -> d
 
 
 def _release_table(
-    args: argparse.Namespace, per: dict[str, dict[tuple[str, str, int], list[dict[str, Any]]]],
+    args: argparse.Namespace, per: dict[str, dict[tuple[str, Variant], list[dict[str, Any]]]],
     sizes: dict[str, tuple[float, float]], names: list[str],
 ) -> tuple[list[str], list[dict[str, Any]]]:  # fmt: skip
-    """The markdown section comparing releases/formats side by side, and the JSON entries."""
+    """The markdown section comparing releases/formats side by side, and the JSON entries.
+
+    With several ``max_in_flight`` values, one more column per later value: its tuples/s and CPU µs/record over
+    those of the first value (same format).
+    """
     variants = _variants(args)
+    first = variants[0]
+    later = [v for v in variants if v[0] == NEW and v[2] is not None and v != first and v[1] == first[1]]
     entries: list[dict[str, Any]] = []
     out = [
         f"## This release against {args.baseline or 'no baseline'} ({args.rounds} rounds, adjacent runs)",
@@ -248,16 +268,18 @@ def _release_table(
             f"{_label(v)}: tuples/s | CPU µs/rec | broker CPU µs/rec | routed B/rec" for v in variants
         )
         ratio = args.baseline is not None
+        head += "".join(f" | {_label(v)} / {_label(first)}: tuples/s, CPU µs/rec" for v in later)
         head += " | tuples/s new (format 2) / baseline |" if ratio else " |"
-        rule = "| --- |" + " ---: | ---: | ---: | ---: |" * len(variants) + (" ---: |" if ratio else "")
+        rule = "| --- |" + " ---: | ---: | ---: | ---: |" * len(variants) + " ---: |" * (len(later) + ratio)
         out += [f"### {wl} (raw {raw_bytes:.1f} B/record)", "", head, rule]
         for name in names:
             cells = []
             figs = {}
             for v in variants:
-                f = _figures(runs_by.get((name, *v), []), raw_bytes, v1_bytes)
+                f = _figures(runs_by.get((name, v), []), raw_bytes, v1_bytes)
                 figs[v] = f
-                entries.append({"workload": wl, "configuration": name, "release": v[0], "routed_format": v[1], **f})
+                entries.append({"workload": wl, "configuration": name, "release": v[0], "routed_format": v[1],
+                                "max_in_flight": v[2], **f})  # fmt: skip
                 if not f["ok"]:
                     cells.append("failed | | |")
                     continue
@@ -267,8 +289,16 @@ def _release_table(
                     f"{f['broker_cpu_us_per_record']:.2f} | {f['routed_bytes_per_record']:.1f}{star}"
                 )
             row = f"| {name} | " + " | ".join(cells) + " |"
+            for v in later:
+                a, b = figs[v], figs[first]
+                if a["ok"] and b["ok"] and b["tuples_per_s"] > 0 and b["cpu_us_per_record"] > 0:
+                    rate, cpu = (a[k] / b[k] for k in ("tuples_per_s", "cpu_us_per_record"))
+                    row += f" {rate:.2f}, {cpu:.2f} |"
+                else:
+                    row += " |"
             if ratio:
-                new, old = figs[(NEW, 2) if (NEW, 2) in figs else variants[0]], figs[(BASELINE, 1)]
+                news = [v for v in variants if v[0] == NEW and v[1] == 2] or variants[:1]
+                new, old = figs[news[0]], figs[(BASELINE, 1, None)]
                 ok = new["ok"] and old["ok"] and old["tuples_per_s"] > 0
                 row += f" {new['tuples_per_s'] / old['tuples_per_s']:.2f} |" if ok else " |"
             out.append(row)
@@ -384,6 +414,7 @@ def main(
         n=records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, only=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, report=out / "router-throughput.md",
         hotpath=hotpath, mode=mode, brokers=brokers, formats=formats, baseline=baseline,
+        in_flight=os.environ.get("SKEWROUTE_BENCH_IN_FLIGHT", ""),
     )  # fmt: skip
     from router.partitioners import available
 
@@ -397,7 +428,7 @@ def main(
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     pairs: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    releases: dict[str, dict[tuple[str, str, int], list[dict[str, Any]]]] = {}
+    releases: dict[str, dict[tuple[str, Variant], list[dict[str, Any]]]] = {}
     sizes: dict[str, tuple[float, float]] = {}
     for kind in kinds:
         broker = _start_broker(kind) if kind != "given" else None
@@ -429,7 +460,8 @@ def main(
     for wl, per in results.items():
         for name in names:
             f = _figures(per.get(name, []), *sizes[wl])
-            entries.append({"workload": wl, "configuration": name, "release": NEW, "routed_format": fmt0, **f})
+            entries.append({"workload": wl, "configuration": name, "release": NEW, "routed_format": fmt0,
+                            "max_in_flight": None, **f})  # fmt: skip
     if results:
         lines += [
             f"## One worker process per configuration ({args.rounds} rounds)",

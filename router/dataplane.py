@@ -2,20 +2,32 @@
 
 Per batch: take up to ``batch_max_records`` raw records, extract keys/times
 (:mod:`router.extract`), ``assign`` them with the route's partitioner, produce each routed record to
-partition ``c`` of the combiner topic and each bad record to the DLQ, wait until Kafka acknowledged all of
-them, then commit the raw offsets. Nothing is committed before its outputs are acknowledged, so a crash
-replays (at-least-once; consumers deduplicate on the source position ``(tp, p, o)``). With
-``delivery=exactly_once`` the batch's outputs and its offsets go in one Kafka transaction instead.
+partition ``c`` of the combiner topic and each bad record to the DLQ; the raw offsets are committed once Kafka
+acknowledged those records and every record produced before them. Nothing is committed before its outputs are
+acknowledged, so a crash replays (at-least-once; consumers deduplicate on the source position ``(tp, p, o)``).
+With ``delivery=exactly_once`` the batch's outputs and its offsets go in one Kafka transaction instead (one
+batch at a time).
 
-One batch is in flight at a time and its delivery overlaps the next batch's CPU work::
+With ``at_least_once`` up to ``router.max_in_flight`` batches are produced and not yet committed
+(:class:`~router.plane_inflight.InFlight`, kept by the delivery side): batch N+1 is consumed, extracted,
+assigned *and produced* while N's records are still being acknowledged::
 
-    consume N+1 -> extract + assign N+1 -> wait for N's acks, commit N -> produce N+1 -> consume N+2 ...
+    consume N+1 -> extract + assign N+1 -> poll(0): everything acknowledged? commit all in flight
+                -> max_in_flight batches out? wait for all of them, commit -> produce N+1 -> consume N+2 ...
 
-(batch N+1 is produced only after N is committed, so a failure never commits past an unacknowledged record).
+A commit covers every batch in flight and happens only when librdkafka holds no unacknowledged record at all
+(its queue length is 0 after the failures were re-sent or dead-lettered and acknowledged too), so it never
+passes an unacknowledged record, in whatever order Kafka acknowledges. That needs no delivery callback per
+record: the producer keeps ``delivery.report.only.error`` (the callback runs for failures only). Per-batch
+completion ("markers": a success callback on each batch's last record per output partition) was not used:
+librdkafka reports successes of *all* records or of none, and with success reports on, confluent-kafka calls
+the global (failure) callback for every record, the per-record Python cost this design avoids. The price: when
+``max_in_flight`` batches are out, the loop waits until all of them are acknowledged (not only the oldest); with
+``max_in_flight: 1`` the loop is the earlier one-batch pipeline (N+1 produced only after N is committed).
 
 Several workers of a deployment share the raw partitions through the consumer group
 ``<app_id>.<route>``. A rebalance happens inside ``consume()``, i.e. between batches; the revoke callback
-first delivers and commits the batch in flight, so no partition moves with uncommitted work. The partitioner
+first delivers and commits every batch in flight, so no partition moves with uncommitted work. The partitioner
 instance is kept across rebalances: its state is this worker's local view of the load it sent to the
 combiners (which is still true), and keys of newly assigned raw partitions are simply new input.
 Other threads (e.g. a Dalton sync service) touch the partitioner only through :meth:`RouteDataPlane.submit`,
@@ -24,13 +36,15 @@ which runs the call on the data-plane thread between two batches.
 No single record stops a route: whatever fails for one record (extraction, an event time too far ahead, the
 routed record's encoding, the producer or the broker refusing it) sends that record to the DLQ, as an envelope
 with a bounded prefix when the whole record would not fit there. A lost partition (``on_lost``: the session
-expired) drops the batch in flight without committing; commit results are checked per partition; waiting for
+expired) drops the batches in flight without committing; commit results are checked per partition; waiting for
 acknowledgements has a deadline below ``max.poll.interval.ms``; with ``exactly_once`` retriable errors of
 ``send_offsets_to_transaction``/``commit_transaction`` are retried (only abortable ones abort the transaction).
 
-This module holds the loop (consume, extract, assign, then hand over); the output side (produce, dead-letter,
-deliver, commit) is :mod:`router.plane_output` and the rebalance callbacks are :mod:`router.plane_rebalance`,
-both mixins of :class:`RouteDataPlane`.
+This module holds the loop (consume, extract, assign, then hand over). :class:`RouteDataPlane` composes
+collaborators that own their state: the delivery side :class:`~router.plane_output.PlaneOutput` (producer,
+failures, batches in flight, produce, dead-letter, deliver, commit), the group membership
+:class:`~router.plane_rebalance.PlaneMembership` (assignment, rebalance callbacks) and
+:class:`~router.plane_health.PlaneHealth` (readiness, lag).
 """
 
 from __future__ import annotations
@@ -44,10 +58,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaException, Producer
 
 from connectors.kafka import make_consumer, make_producer
-from router.extract import Extracted, Extractor, RawMessage
+from router.extract import BadRecord, Extracted, Extractor, RawMessage
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
 from router.partitioners import Partitioner
 from router.plane_health import PlaneHealth
@@ -58,12 +72,11 @@ from router.plane_parts import (
     DataPlaneStats,
     DeliveryError,
     PendingBatch,
-    check_sizes,
     make_partitioner,
     next_offsets,
     window_clock,
 )
-from router.plane_rebalance import PlaneRebalance
+from router.plane_rebalance import PlaneMembership
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 __all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
@@ -71,10 +84,13 @@ __all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitione
 log = logging.getLogger("router.dataplane")
 
 
-class RouteDataPlane(PlaneRebalance, PlaneOutput):
+class RouteDataPlane:
     """The batch loop of one route on a dedicated thread (start/stop from any thread).
 
-    ``partitioner`` is public for the sync service; ``sync`` is where such a service attaches itself. Pass a
+    Its collaborators: ``output`` (:class:`PlaneOutput`), ``membership`` (:class:`PlaneMembership`), ``health``
+    (:class:`PlaneHealth`). ``assignment``, ``producer`` and ``consumer`` are theirs, reachable from here.
+
+    ``partitioner`` is public for the sync service (it reaches it through :meth:`submit`). Pass a
     :class:`Partitioner` instance as ``partitioner`` to route with it instead of the route's configured one.
     """
 
@@ -90,10 +106,8 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
     ) -> None:
         self.kafka, self.router, self.route = kafka, router, route
         self.instance_id = instance_id
-        self._msg_limit = check_sizes(kafka, router, route)  # refuses settings that cannot work
         self.partitioner = partitioner if partitioner is not None else make_partitioner(route)
         self.partitioner_name = self.partitioner.name
-        self.sync: Any = None  # attach point for a partitioner sync service (Dalton)
         self.metrics: RouteMetrics = metrics.route(route.route_name, self.partitioner_name, route.combiners)
         self.stats = DataPlaneStats()
         self.group_id = f"{router.app_id}.{route.route_name}"
@@ -105,19 +119,38 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
         self._clock = 0  # window clock (see plane_parts.window_clock; partitioners need non-decreasing times)
         self._ahead_ms = route.time.max_ahead_ms  # event times above wall clock + this are dead-lettered/clamped
         self._clamp = route.time.too_far_ahead == "clamp"
-        poll_ms = int(kafka.consumer.get("max.poll.interval.ms", 300_000))
-        self._deliver_s = poll_ms / 2000  # a delivery wait ends (the plane fails) before the group evicts us
         self.health = PlaneHealth(self.metrics, route.raw_topic, router.ready_stale_s)
-        self._skip: dict[tuple[int, int], str] = {}  # exactly_once: records the broker refused, dead-lettered next
-        self._envelope: set[tuple[int, int]] = set()  # exactly_once: positions whose dead letter was refused
         self._stop = threading.Event()
+        self.output = PlaneOutput(kafka, router, route, self.metrics, self.stats, self.health, self._stop)
+        self.membership = PlaneMembership(
+            kafka, router, route, self.metrics, self.health, self.group_id, self.output, self._complete
+        )
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
-        self._failed: list[Message] = []
-        self._pending: PendingBatch | None = None  # produced, not yet acknowledged/committed
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
-        self.assignment: set[int] = set()
-        self._committed: dict[int, int] = {}  # raw partition -> the offset this worker committed last
+
+    @property
+    def assignment(self) -> set[int]:
+        """The raw partitions this worker consumes now."""
+        return self.membership.assignment
+
+    @property
+    def producer(self) -> Producer:
+        """The route's producer (the delivery side's; set by :meth:`start`, or by a caller driving the loop)."""
+        return self.output.producer
+
+    @producer.setter
+    def producer(self, producer: Producer) -> None:
+        self.output.producer = producer
+
+    @property
+    def consumer(self) -> Any:
+        """The route's consumer in group ``group_id`` (offsets are committed through it)."""
+        return self.output.consumer
+
+    @consumer.setter
+    def consumer(self, consumer: Any) -> None:
+        self.output.consumer = consumer
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> RouteDataPlane:
@@ -156,9 +189,9 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
                 while not self._stop.is_set():
                     self._run_calls()
                     self._batch()
-                self._complete()  # clean stop: the last batch is delivered and committed
+                self._complete()  # clean stop: the batches in flight are delivered and committed
             finally:
-                self._close()  # after a failure: the batch in flight stays uncommitted (replayed)
+                self._close()  # after a failure: the batches in flight stay uncommitted (replayed)
         except BaseException as exc:  # reported to the supervising service, which stops the worker
             self.error = exc
             log.exception(
@@ -167,10 +200,11 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
 
     def _setup(self) -> None:
         # our tuning < the user's kafka.producer / kafka.consumer properties < what correctness needs
-        producer_conf: dict[str, Any] = {**PRODUCER_TUNING, **self.kafka.producer, "on_delivery": self._on_error}
+        producer_conf: dict[str, Any] = {**PRODUCER_TUNING, **self.kafka.producer, "on_delivery": self.output.on_error}
         if "message.timeout.ms" not in self.kafka.producer:  # a record's own delivery gives up before our wait
             txn_ms = int(self.kafka.producer.get("transaction.timeout.ms", 60_000))
-            cap = min(int(self._deliver_s * 800), txn_ms) if self.exactly_once else int(self._deliver_s * 800)
+            wait_ms = int(self.output.deliver_s * 800)
+            cap = min(wait_ms, txn_ms) if self.exactly_once else wait_ms
             producer_conf["message.timeout.ms"] = max(1000, cap)
         if self.exactly_once:  # a stable id (checked by the settings): a restarted worker fences its zombie
             producer_conf["transactional.id"] = f"{self.group_id}.{self.instance_id}"
@@ -183,7 +217,10 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
             consumer_conf["group.instance.id"] = self.router.instance_id  # a quick restart does not rebalance
         self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf)
         self.consumer.subscribe(
-            [self.route.raw_topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            [self.route.raw_topic],
+            on_assign=self.membership.on_assign,
+            on_revoke=self.membership.on_revoke,
+            on_lost=self.membership.on_lost,
         )
         log.info(
             "route %s: consuming %s in group %s (%s, %s)",
@@ -215,17 +252,13 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
                 except Exception as exc:
                     fut.set_exception(exc)
 
-    def _on_error(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:  # delivery.report.only.error: only failures reach this callback
-            self._failed.append(msg)
-
     def _batch(self) -> None:
-        """One turn of the loop; the previous batch's delivery overlaps this batch's extract + assign."""
+        """One turn of the loop; earlier batches are acknowledged while this one is extracted, assigned, produced."""
         msgs = self.consumer.consume(self.router.batch_max_records, self.router.batch_timeout_ms / 1000)
         self.health.looped()
         self.health.sample(self.consumer, self.assignment)
         if not msgs:
-            self._complete()  # idle: finish the batch in flight now
+            self._complete()  # idle: finish the batches in flight now
             return
         t0 = time.perf_counter()
         if any(m.error() is not None for m in msgs):
@@ -250,20 +283,15 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
             next_offsets(self.route.raw_topic, ext), len(msgs), len(ext), len(ext.bad), t0, time.monotonic()
         )
         t2 = time.perf_counter()
-        self._complete()  # the previous batch was in flight until now: wait for its acks, commit its offsets
+        self._settle()  # commit what is acknowledged; wait only when max_in_flight batches are out
         t3 = time.perf_counter()
         if self.exactly_once:
-            if self._transact(ext, combiners, batch):
+            if self.output.transact(ext, combiners, batch):
                 self._done(batch)
             else:
-                self._rewind(msgs)
+                self.membership.rewind(self.consumer, msgs)
         else:
-            refused = self._produce(ext, combiners)
-            self._dead_letter(ext.bad + refused)
-            batch.routed -= len(refused)
-            batch.dead += len(refused)
-            self._pending = batch
-            self.health.waiting_since = batch.consumed_at
+            self.output.hand_over(ext, combiners, batch)
         st.extract_s += t1 - t0
         st.assign_s += t2 - t1
         st.produce_s += time.perf_counter() - t3
@@ -272,19 +300,24 @@ class RouteDataPlane(PlaneRebalance, PlaneOutput):
         limit_ms = int(time.time() * 1000) + self._ahead_ms  # wall clock + tolerance
         return self.extractor.extract(msgs, None if self._clamp else limit_ms), limit_ms
 
+    def _settle(self) -> None:
+        """Commit the batches in flight if everything is acknowledged, or wait when they are full (the output's)."""
+        for batch in self.output.settle():
+            self._done(batch)
+
     def _complete(self) -> None:
-        """Deliver and commit the batch in flight, if any (also on revoke and on a clean stop)."""
-        batch = self._pending
-        if batch is None:
-            return
-        t = time.perf_counter()
-        refused = self._deliver(batch.offsets)
-        batch.routed -= refused
-        batch.dead += refused
-        self._pending = None
-        self.health.waiting_since = None
-        self.stats.deliver_s += time.perf_counter() - t
-        self._done(batch)
+        """Deliver and commit every batch in flight, if any (also idle, on revoke and on a clean stop)."""
+        for batch in self.output.complete():
+            self._done(batch)
+
+    def _produce(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
+        """Produce a batch's routed records; the refused ones (benchmarks drive this half of the loop alone)."""
+        return self.output.produce(ext, combiners)
+
+    @property
+    def _pending(self) -> PendingBatch | None:
+        """The batches in flight as one (``None`` when none is); the benchmark that drives the loop reads it."""
+        return self.output.in_flight.merged()
 
     def _done(self, batch: PendingBatch) -> None:
         """Account for a batch whose outputs are acknowledged and whose offsets are committed."""

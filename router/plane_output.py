@@ -1,7 +1,8 @@
 """The output side of a route's data plane: produce, dead-letter, deliver, commit (plain or transactional).
 
-:class:`PlaneOutput` is a mixin of :class:`router.dataplane.RouteDataPlane` (split out to keep modules small);
-it runs on the data-plane thread only. What it guarantees:
+:class:`PlaneOutput` is the delivery collaborator of :class:`router.dataplane.RouteDataPlane`: it owns the
+producer, the failures its callback collected, the batches in flight (:class:`~router.plane_inflight.InFlight`)
+and what this worker committed last. It runs on the data-plane thread only. What it guarantees:
 
 * one record never stops the route: a record whose encoding fails, or which the producer (``produce()``
   raising, e.g. ``MSG_SIZE_TOO_LARGE``) or the broker (a delivery report, e.g. the topic's smaller
@@ -10,6 +11,8 @@ it runs on the data-plane thread only. What it guarantees:
 * a delivery wait ends after half of ``max.poll.interval.ms`` (the group would evict the worker after the
   whole), raising :class:`DeliveryError` with the offsets uncommitted;
 * commit results are checked per partition: only what the broker accepted counts as committed;
+* with ``at_least_once``, the batches in flight are committed together, and only once every record produced
+  so far is acknowledged (:meth:`PlaneOutput.settle`, :meth:`PlaneOutput.complete`);
 * with ``exactly_once``, retriable errors of ``send_offsets_to_transaction`` and ``commit_transaction`` are
   retried in place; abortable ones abort and re-run the transaction (records the broker refused are then
   dead-lettered); fatal ones (a newer instance with the same id fenced this one) stop the worker.
@@ -24,11 +27,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from confluent_kafka import KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from router.extract import BadRecord, Extracted, SourceRecord, unexpected
 from router.observability import RouteMetrics
 from router.plane_health import PlaneHealth
+from router.plane_inflight import InFlight
 from router.plane_parts import (
     ATTEMPTS,
     GROUP_MEMBERSHIP_ERRORS,
@@ -36,13 +40,14 @@ from router.plane_parts import (
     DataPlaneStats,
     DeliveryError,
     PendingBatch,
+    check_sizes,
     dead_letter,
     dead_letter_bytes,
     refused_source,
 )
 from schemas.exceptions import RecordError
 from schemas.records import encode_routed, encode_routed_v2_batch
-from schemas.settings import RouterSettings, RouteSettings
+from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 __all__ = ["PlaneOutput"]
 
@@ -50,24 +55,78 @@ log = logging.getLogger("router.dataplane")
 
 
 class PlaneOutput:
-    """Produce, dead-letter, deliver and commit for :class:`~router.dataplane.RouteDataPlane`."""
+    """Produce, dead-letter, deliver and commit for :class:`~router.dataplane.RouteDataPlane`.
 
-    router: RouterSettings
-    route: RouteSettings
-    metrics: RouteMetrics
-    stats: DataPlaneStats
-    health: PlaneHealth
+    ``producer`` and ``consumer`` (whose group the offsets are committed in) are set by the plane once it made
+    its clients; ``stop`` is the plane's stop event (a delivery wait is shorter once it is set).
+    """
+
     producer: Producer
     consumer: Any
-    _stop: threading.Event
-    _failed: list[Message]
-    _committed: dict[int, int]
-    _msg_limit: int
-    _deliver_s: float
-    _skip: dict[tuple[int, int], str]
-    _envelope: set[tuple[int, int]]
 
-    def _produce(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        router: RouterSettings,
+        route: RouteSettings,
+        metrics: RouteMetrics,
+        stats: DataPlaneStats,
+        health: PlaneHealth,
+        stop: threading.Event,
+    ) -> None:
+        self.router, self.route, self.metrics, self.stats, self.health = router, route, metrics, stats, health
+        self._stop = stop
+        self._msg_limit = check_sizes(kafka, router, route)  # refuses settings that cannot work
+        poll_ms = int(kafka.consumer.get("max.poll.interval.ms", 300_000))
+        self.deliver_s = poll_ms / 2000  # a delivery wait ends (the plane fails) before the group evicts us
+        exactly_once = router.delivery == "exactly_once"
+        self.in_flight = InFlight(1 if exactly_once else router.max_in_flight)  # produced, not committed
+        self.failed: list[Message] = []  # what the producer's callback reported, handled by the next delivery
+        self.committed: dict[int, int] = {}  # raw partition -> the offset this worker committed last
+        self._skip: dict[tuple[int, int], str] = {}  # exactly_once: records the broker refused, dead-lettered next
+        self._envelope: set[tuple[int, int]] = set()  # exactly_once: positions whose dead letter was refused
+
+    def on_error(self, err: KafkaError | None, msg: Message) -> None:
+        """The producer's delivery callback (``delivery.report.only.error``: only failures reach it)."""
+        if err is not None:
+            self.failed.append(msg)
+
+    def settle(self) -> list[PendingBatch]:
+        """Commit the batches in flight if Kafka acknowledged everything (no wait), or wait when they are full.
+
+        ``poll(0)`` serves the failure callbacks; ``len(producer)`` counts the records librdkafka has not seen
+        acknowledged yet (queued, in flight, or with a report not served): 0 means every batch in flight is
+        delivered, up to failures, which :meth:`complete` re-sends or dead-letters before it commits. Returns
+        the committed batches, oldest first.
+        """
+        if not self.in_flight:
+            return []
+        self.producer.poll(0)
+        if self.in_flight.full or len(self.producer) == 0:
+            return self.complete()
+        return []
+
+    def complete(self) -> list[PendingBatch]:
+        """Deliver and commit every batch in flight; returns them, oldest first (also idle, revoke, clean stop)."""
+        if not self.in_flight:
+            return []
+        t = time.perf_counter()
+        refused = self.deliver(self.in_flight.offsets())
+        batches = self.in_flight.take(refused)
+        self.health.waiting_since = None
+        self.stats.deliver_s += time.perf_counter() - t
+        return batches
+
+    def hand_over(self, ext: Extracted, combiners: np.ndarray, batch: PendingBatch) -> None:
+        """Produce a batch's routed records and dead letters; it is in flight until a commit covers it."""
+        refused = self.produce(ext, combiners)
+        self.send_dead_letters(ext.bad + refused)
+        batch.routed -= len(refused)
+        batch.dead += len(refused)
+        self.in_flight.add(batch)
+        self.health.waiting_since = self.in_flight.oldest_consumed_at
+
+    def produce(self, ext: Extracted, combiners: np.ndarray) -> list[BadRecord]:
         """Produce the routed records; returns those that failed on their own (to be dead-lettered)."""
         if self.router.routed_format == 1:
             return self._produce_v1(ext, combiners)
@@ -132,7 +191,7 @@ class PlaneOutput:
                 refused.append(BadRecord(SourceRecord(src, p, o, k.encode("utf-8", "replace"), v, t), unexpected(exc)))
         return refused
 
-    def _dead_letter(self, bad: list[BadRecord], envelope: bool = False, count: bool = True) -> None:
+    def send_dead_letters(self, bad: list[BadRecord], envelope: bool = False, count: bool = True) -> None:
         """Send bad records to the DLQ (as envelopes when too large, or always with ``envelope``)."""
         dlq, route, raw = self.route.dlq_topic_name, self.route.route_name, self.route.raw_topic
         prefix = self.router.dead_letter_prefix_bytes
@@ -159,7 +218,7 @@ class PlaneOutput:
             self.producer.poll(0.1)
             self.producer.produce(topic, value, key, partition=0)
 
-    def _deliver(self, offsets: list[TopicPartition]) -> int:
+    def deliver(self, offsets: list[TopicPartition]) -> int:
         """Wait until Kafka acknowledged the batch (re-sending failures), then commit its offsets.
 
         Returns how many routed records Kafka refused for good (they went to the DLQ instead).
@@ -172,23 +231,23 @@ class PlaneOutput:
         for attempt in range(ATTEMPTS):
             while self.producer.flush(1.0) > 0:
                 waited = time.monotonic() - start
-                if waited > self._deliver_s or (self._stop.is_set() and waited > self.router.shutdown_timeout_s):
+                if waited > self.deliver_s or (self._stop.is_set() and waited > self.router.shutdown_timeout_s):
                     raise DeliveryError(
                         f"route {self.route.route_name}: records not acknowledged within {waited:.0f} s; their "
                         "offsets stay uncommitted"
                     )
-            if not self._failed:
-                self._commit(offsets)
+            if not self.failed:
+                self.commit(offsets)
                 return lost_routed
-            failed, self._failed = self._failed, []
+            failed, self.failed = self.failed, []
             refused = [m for m in failed if m.error().code() in PER_RECORD_ERRORS]  # type: ignore[union-attr]
             if refused:
                 raw, out = self.route.raw_topic, self.route.combiner_topic_name
                 bad = [refused_source(raw, m.topic() or "", m.key(), m.value(), m.error()) for m in refused]
                 routed = [b for b, m in zip(bad, refused, strict=True) if m.topic() == out]
                 letters = [b for b, m in zip(bad, refused, strict=True) if m.topic() != out]
-                self._dead_letter(routed, envelope=True)  # newly dead: counted
-                self._dead_letter(letters, envelope=True, count=False)  # already counted as dead letters
+                self.send_dead_letters(routed, envelope=True)  # newly dead: counted
+                self.send_dead_letters(letters, envelope=True, count=False)  # already counted as dead letters
                 lost_routed += len(routed)
             retry = [m for m in failed if m.error().code() not in PER_RECORD_ERRORS]  # type: ignore[union-attr]
             if not retry:
@@ -201,7 +260,7 @@ class PlaneOutput:
                 self.producer.produce(m.topic(), m.value(), m.key(), partition=m.partition())  # type: ignore[arg-type]
         raise DeliveryError(f"route {self.route.route_name}: records not acknowledged after {ATTEMPTS} attempts")
 
-    def _commit(self, offsets: list[TopicPartition]) -> None:
+    def commit(self, offsets: list[TopicPartition]) -> None:
         """Commit and check the result per partition; only what the broker accepted counts as committed."""
         try:
             result = self.consumer.commit(offsets=offsets, asynchronous=False) or []
@@ -215,7 +274,7 @@ class PlaneOutput:
             return
         ok = [tp for tp in result if tp.error is None]
         failed = [tp for tp in result if tp.error is not None]
-        self._committed.update((tp.partition, tp.offset) for tp in ok)
+        self.committed.update((tp.partition, tp.offset) for tp in ok)
         if failed:
             self.metrics.commit_failures.inc(len(failed))
             log.warning("route %s: commit refused for partitions %s (%s)", self.route.route_name,
@@ -223,7 +282,7 @@ class PlaneOutput:
         if ok:
             self.health.committed()
 
-    def _transact(self, ext: Extracted, combiners: np.ndarray, batch: PendingBatch) -> bool:
+    def transact(self, ext: Extracted, combiners: np.ndarray, batch: PendingBatch) -> bool:
         """One Kafka transaction: the routed records, the dead letters and the raw offsets.
 
         ``False`` when the consumer lost its group membership meanwhile: the transaction was aborted and the
@@ -232,12 +291,12 @@ class PlaneOutput:
         for _ in range(ATTEMPTS):
             self.producer.begin_transaction()
             try:
-                refused = self._produce(ext, combiners)
-                self._dead_letter(ext.bad + refused)
+                refused = self.produce(ext, combiners)
+                self.send_dead_letters(ext.bad + refused)
                 self._retrying(lambda: self.producer.send_offsets_to_transaction(
                     batch.offsets, self.consumer.consumer_group_metadata(), 30))  # fmt: skip
                 self._retrying(lambda: self.producer.commit_transaction(self.router.shutdown_timeout_s))
-                self._committed.update((tp.partition, tp.offset) for tp in batch.offsets)
+                self.committed.update((tp.partition, tp.offset) for tp in batch.offsets)
                 self.health.committed()
             except KafkaException as exc:
                 err = exc.args[0]
@@ -245,7 +304,7 @@ class PlaneOutput:
                     log.warning("route %s: %s; aborting the transaction, the batch is read again after the "
                                 "consumer rejoins", self.route.route_name, err)  # fmt: skip
                     self.producer.abort_transaction(30)
-                    self._failed.clear()
+                    self.failed.clear()
                     self._skip.clear()
                     self._envelope.clear()
                     return False
@@ -256,8 +315,8 @@ class PlaneOutput:
                 self.producer.abort_transaction(30)
                 self._skip_refused()
                 continue
-            if self._failed:  # cannot happen after a successful commit; never silently drop
-                raise DeliveryError(f"{len(self._failed)} records failed inside a committed transaction")
+            if self.failed:  # cannot happen after a successful commit; never silently drop
+                raise DeliveryError(f"{len(self.failed)} records failed inside a committed transaction")
             batch.routed -= len(refused)
             batch.dead += len(refused)
             self._skip.clear()  # only meant for this batch's retries
@@ -281,7 +340,7 @@ class PlaneOutput:
 
     def _skip_refused(self) -> None:
         """After an abort: the records the broker refused for good are dead-lettered in the next attempt."""
-        failed, self._failed = self._failed, []
+        failed, self.failed = self.failed, []
         for m in failed:
             err = m.error()
             if err is None or err.code() not in PER_RECORD_ERRORS:

@@ -1,16 +1,18 @@
 """Group membership of a route's data plane: what happens when raw partitions are assigned, revoked or lost.
 
-:class:`PlaneRebalance` is a mixin of :class:`router.dataplane.RouteDataPlane`; its callbacks run inside the
-consumer's ``consume()``, i.e. on the data-plane thread between two batches. What it guarantees:
+:class:`PlaneMembership` is the membership collaborator of :class:`router.dataplane.RouteDataPlane`: it owns
+the set of raw partitions assigned to this worker; its callbacks run inside the consumer's ``consume()``, i.e. on
+the data-plane thread between two batches. What it guarantees:
 
 * on assignment, a partition whose group offset is below the one this worker committed last means the broker
   lost its state: the worker stops with a :class:`~schemas.exceptions.BrokerError` (with ``exactly_once``, a
   broker that kept the records but dropped a transactional offset commit is replayed from the group's offsets
   instead); committed offsets below the log start (retention deleted raw records unread) fail or are logged
   and skipped, as ``router.on_data_loss`` says;
-* on revoke, the batch in flight is delivered and committed before the partitions move;
-* on loss (the session expired: the partitions already belong to others), the batch in flight is dropped
-  uncommitted: its new owners replay it and consumers deduplicate on the source position ``(tp, p, o)``.
+* on revoke, every batch in flight (up to ``router.max_in_flight``) is delivered and committed before the
+  partitions move;
+* on loss (the session expired: the partitions already belong to others), the batches in flight are dropped
+  uncommitted: their new owners replay them and consumers deduplicate on the source position ``(tp, p, o)``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
@@ -26,35 +29,42 @@ from connectors.kafka_offsets import make_probe_consumer
 from connectors.retention import DataLossError, find_lost_ranges
 from router.observability import RouteMetrics
 from router.plane_health import PlaneHealth
-from router.plane_parts import PendingBatch
+from router.plane_output import PlaneOutput
 from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
-__all__ = ["PlaneRebalance", "records_readable"]
+__all__ = ["PlaneMembership", "records_readable"]
 
 log = logging.getLogger("router.dataplane")
 
 
-class PlaneRebalance:
-    """The rebalance callbacks of :class:`~router.dataplane.RouteDataPlane` (assign, revoke, lost)."""
+class PlaneMembership:
+    """The rebalance callbacks of :class:`~router.dataplane.RouteDataPlane` (assign, revoke, lost).
 
-    kafka: KafkaSettings
-    router: RouterSettings
-    route: RouteSettings
-    metrics: RouteMetrics
-    health: PlaneHealth
-    consumer: Any
-    group_id: str
-    exactly_once: bool
-    assignment: set[int]
-    _pending: PendingBatch | None
-    _committed: dict[int, int]
+    ``output`` is the plane's delivery side (the offsets it committed, the batches in flight); ``complete``
+    delivers and commits every batch in flight and accounts for them (the plane's, run on revoke).
+    """
 
-    def _complete(self) -> None:
-        """Deliver and commit the batch in flight (the data plane's)."""
-        raise NotImplementedError
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        router: RouterSettings,
+        route: RouteSettings,
+        metrics: RouteMetrics,
+        health: PlaneHealth,
+        group_id: str,
+        output: PlaneOutput,
+        complete: Callable[[], None],
+    ) -> None:
+        self.kafka, self.router, self.route, self.metrics, self.health = kafka, router, route, metrics, health
+        self.group_id = group_id
+        self.exactly_once = router.delivery == "exactly_once"
+        self._output = output
+        self._complete = complete
+        self.assignment: set[int] = set()  # the raw partitions this worker consumes now
 
-    def _on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
+    def on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        """Partitions were assigned: check their committed offsets, then consume them."""
         self._check_committed(consumer, parts)
         self._check_retention(consumer, parts)
         self.health.joined = True
@@ -70,7 +80,8 @@ class PlaneRebalance:
         offsets are gone, and the consumer would wait silently past the end of the new, empty partitions); the
         routed records acknowledged before may be gone too, so the worker must not go on as if nothing happened.
         """
-        mine = {p.partition: self._committed[p.partition] for p in parts if p.partition in self._committed}
+        done = self._output.committed
+        mine = {p.partition: done[p.partition] for p in parts if p.partition in done}
         if not mine:
             return
         asked = [TopicPartition(self.route.raw_topic, p) for p in mine]
@@ -86,7 +97,7 @@ class PlaneRebalance:
                 self.route.route_name, self.route.raw_topic, sorted(lost),
             )  # fmt: skip
             for p in lost:
-                self._committed.pop(p, None)
+                done.pop(p, None)
             return
         if lost:
             p, (o, n) = next(iter(lost.items()))
@@ -109,34 +120,36 @@ class PlaneRebalance:
                 self.route.route_name, r.topic, r.partition, r.committed, r.log_start - 1,
             )  # fmt: skip
 
-    def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        # called inside consume(), between batches: commit the batch in flight before the partitions move
+    def on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        """Partitions are taken away: deliver and commit every batch in flight first (called inside consume())."""
         self._complete()
         self._forget(parts)
         log.info("route %s: revoked %s", self.route.route_name, sorted(p.partition for p in parts))
 
-    def _on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        # the partitions already belong to others (session expired): committing is impossible and would be wrong;
-        # drop the batch in flight uncommitted (its new owners replay it; consumers deduplicate on (tp, p, o))
-        dropped = self._pending
-        self._pending = None
+    def on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        """The partitions already belong to others (session expired): drop the batches in flight uncommitted.
+
+        Committing is impossible and would be wrong; their new owners replay them (consumers deduplicate on
+        ``(tp, p, o)``).
+        """
+        dropped = self._output.in_flight.take()
         self.health.waiting_since = None
-        if dropped is not None:
-            self.metrics.dropped_batches.inc()
+        if dropped:
+            self.metrics.dropped_batches.inc(len(dropped))
         self._forget(parts)
         log.warning(
-            "route %s: lost %s; dropped the batch in flight (%d records) without committing",
-            self.route.route_name, sorted(p.partition for p in parts), dropped.consumed if dropped else 0,
+            "route %s: lost %s; dropped %d batch(es) in flight (%d records) without committing",
+            self.route.route_name, sorted(p.partition for p in parts), len(dropped), sum(b.consumed for b in dropped),
         )  # fmt: skip
 
-    def _rewind(self, msgs: list[Message]) -> None:
+    def rewind(self, consumer: Any, msgs: list[Message]) -> None:
         """Seek back to the first offset of each partition of an uncommitted batch (it is read again)."""
         first: dict[int, int] = {}
         for m in msgs:
             first.setdefault(m.partition() or 0, m.offset() or 0)
         for p, o in first.items():
             with contextlib.suppress(KafkaException):  # no longer ours: the new owner starts from the commit
-                self.consumer.seek(TopicPartition(self.route.raw_topic, p, o))
+                consumer.seek(TopicPartition(self.route.raw_topic, p, o))
         self.metrics.dropped_batches.inc()
 
     def _forget(self, parts: list[TopicPartition]) -> None:

@@ -245,6 +245,15 @@ class RouterSettings(FrozenModel):
     )
     batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
     batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
+    max_in_flight: int = Field(
+        2,  # measured: BENCHMARKS.md, "Router pipeline"
+        ge=1,
+        le=16,
+        description="at_least_once: most batches produced and not yet committed (the next batches are consumed, "
+        "routed and produced while earlier ones are acknowledged; offsets are still committed only after every "
+        "output of a batch and of all earlier ones is acknowledged); 1 = wait for each batch before producing the "
+        "next. exactly_once always runs one transaction per batch (1 in flight) and refuses a larger value",
+    )
     delivery: Literal["at_least_once", "exactly_once"] = Field(
         "at_least_once",
         description="at_least_once: commit raw offsets after the outputs are acked (dedup downstream on (tp, p, o)); "
@@ -299,6 +308,11 @@ class RouterSettings(FrozenModel):
 
     @model_validator(mode="after")
     def _stable_transactions(self) -> Self:
+        if self.delivery == "exactly_once" and self.max_in_flight > 1 and "max_in_flight" in self.model_fields_set:
+            raise ValueError(
+                f"max_in_flight={self.max_in_flight}: exactly_once runs one transaction per batch (1 batch in "
+                "flight); set max_in_flight to 1 or leave it out"
+            )
         if self.static_membership is True and not self.instance_id:
             raise ValueError(
                 "static_membership=true needs a stable router.instance_id (it is the group.instance.id; the default "

@@ -80,6 +80,9 @@ class FakeProducer:
     def poll(self, timeout: float) -> int:
         return 0
 
+    def __len__(self) -> int:
+        return self.unflushed
+
 
 def _plane(delivery: str = "at_least_once", consumer: dict[str, Any] | None = None) -> RouteDataPlane:
     router = RouterSettings(delivery=delivery, instance_id="w1")  # type: ignore[arg-type]
@@ -94,21 +97,21 @@ def _batch(parts: list[int]) -> PendingBatch:
 def test_lost_partitions_drop_the_batch_in_flight_without_committing() -> None:
     plane = _plane()
     plane.consumer, plane.producer = FakeConsumer(), FakeProducer()  # type: ignore[assignment]
-    plane.assignment = {0, 1}
-    plane._pending = _batch([0, 1])
-    plane._on_lost(plane.consumer, [TopicPartition("raw", 0), TopicPartition("raw", 1)])
-    assert plane._pending is None and plane.assignment == set()
-    assert plane.consumer.commits == [] and plane._committed == {}  # type: ignore[attr-defined]
-    plane._on_revoke(plane.consumer, [])  # nothing left to commit
+    plane.membership.assignment = {0, 1}
+    plane.output.in_flight.add(_batch([0, 1]))
+    plane.membership.on_lost(plane.consumer, [TopicPartition("raw", 0), TopicPartition("raw", 1)])
+    assert len(plane.output.in_flight) == 0 and plane.assignment == set()
+    assert plane.consumer.commits == [] and plane.output.committed == {}  # type: ignore[attr-defined]
+    plane.membership.on_revoke(plane.consumer, [])  # nothing left to commit
     assert plane.consumer.commits == []  # type: ignore[attr-defined]
 
 
 def test_commit_results_count_per_partition() -> None:
     plane = _plane()
     plane.consumer, plane.producer = FakeConsumer(refuse={1}), FakeProducer()  # type: ignore[assignment]
-    plane._pending = _batch([0, 1])
+    plane.output.in_flight.add(_batch([0, 1]))
     plane._complete()
-    assert plane._committed == {0: 10}  # partition 1's commit was refused: not marked
+    assert plane.output.committed == {0: 10}  # partition 1's commit was refused: not marked
     assert plane.health.last_commit is not None
 
 
@@ -118,9 +121,9 @@ def test_exactly_once_retries_a_retriable_commit_instead_of_aborting() -> None:
     plane.producer = FakeProducer([KafkaError(KafkaError._TIMED_OUT, "slow", retriable=True)])  # type: ignore[assignment]
     ext = plane.extractor.extract([])
     batch = _batch([0])
-    plane._transact(ext, plane._assign(ext, 0), batch)
+    plane.output.transact(ext, plane._assign(ext, 0), batch)
     assert plane.producer.calls == ["begin", "offsets", "commit", "commit"]  # type: ignore[attr-defined]
-    assert plane._committed == {0: 10}
+    assert plane.output.committed == {0: 10}
 
 
 def test_exactly_once_aborts_only_abortable_errors() -> None:
@@ -129,7 +132,7 @@ def test_exactly_once_aborts_only_abortable_errors() -> None:
     abortable = KafkaError(KafkaError._OUTDATED, "abort me", txn_requires_abort=True)
     plane.producer = FakeProducer([abortable])  # type: ignore[assignment]
     ext = plane.extractor.extract([])
-    plane._transact(ext, plane._assign(ext, 0), _batch([0]))
+    plane.output.transact(ext, plane._assign(ext, 0), _batch([0]))
     calls = plane.producer.calls  # type: ignore[attr-defined]
     assert calls == ["begin", "offsets", "commit", "abort", "begin", "offsets", "commit"]
 
@@ -142,20 +145,20 @@ def test_exactly_once_aborts_and_rereads_the_batch_when_the_group_membership_is_
     gone = KafkaError(KafkaError.UNKNOWN_MEMBER_ID, "member gone", txn_requires_abort=True)
     plane.producer = FakeProducer(offsets_errors=[gone] * 10)  # type: ignore[assignment]
     ext = plane.extractor.extract([])
-    assert plane._transact(ext, plane._assign(ext, 0), _batch([0])) is False
+    assert plane.output.transact(ext, plane._assign(ext, 0), _batch([0])) is False
     assert plane.producer.calls == ["begin", "offsets", "abort"]  # type: ignore[attr-defined]
-    assert plane._committed == {}
+    assert plane.output.committed == {}
     msgs = [SimpleNamespace(partition=lambda p=p: p, offset=lambda o=o: o) for p, o in [(0, 7), (1, 3), (0, 8)]]
-    plane._rewind(msgs)  # type: ignore[arg-type]
+    plane.membership.rewind(plane.consumer, msgs)  # type: ignore[arg-type]
     assert plane.consumer.seeks == [(0, 7), (1, 3)]  # type: ignore[attr-defined]
 
 
 def test_delivery_wait_has_a_deadline_below_max_poll_interval() -> None:
     plane = _plane(consumer={"max.poll.interval.ms": 2_000})
-    assert plane._deliver_s == 1.0
+    assert plane.output.deliver_s == 1.0
     plane.consumer, plane.producer = FakeConsumer(), FakeProducer(unflushed=3)  # type: ignore[assignment]
     with pytest.raises(DeliveryError, match="not acknowledged within"):
-        plane._deliver([TopicPartition("raw", 0, 1)])
+        plane.output.deliver([TopicPartition("raw", 0, 1)])
     assert plane.consumer.commits == []  # type: ignore[attr-defined]
 
 
@@ -167,14 +170,14 @@ def test_a_routed_record_the_broker_refuses_goes_to_the_dlq_and_the_batch_commit
         topic=lambda: "raw.combiners", key=lambda: b"a", value=lambda: routed, partition=lambda: 0,
         error=lambda: KafkaError(KafkaError.MSG_SIZE_TOO_LARGE),
     )  # fmt: skip
-    plane._failed = [refused]  # type: ignore[list-item]
-    plane._pending = _batch([0])
+    plane.output.failed = [refused]  # type: ignore[list-item]
+    plane.output.in_flight.add(_batch([0]))
     plane._complete()
     ((topic, value),) = plane.producer.produced  # type: ignore[attr-defined]
     dl = DeadLetter.model_validate_json(value)
     assert topic == "raw.dlq" and (dl.partition, dl.offset) == (0, 7) and dl.truncated
     assert "refused the routed record" in dl.error and "MSG_SIZE_TOO_LARGE" in dl.error
-    assert plane._committed == {0: 10} and (plane.stats.routed, plane.stats.dead) == (4, 1)
+    assert plane.output.committed == {0: 10} and (plane.stats.routed, plane.stats.dead) == (4, 1)
 
 
 class _PickyProducer(FakeProducer):
@@ -207,7 +210,7 @@ def test_produce_writes_the_chosen_format_and_returns_refused_records(fmt: int) 
     plane.producer = _PickyProducer(big[-20:])  # type: ignore[assignment]
     import numpy as np
 
-    refused = plane._produce(ext, np.array([3, 1, 0], dtype=np.int32))
+    refused = plane.output.produce(ext, np.array([3, 1, 0], dtype=np.int32))
     assert [(b.message.offset(), b.message.value()) for b in refused] == [(11, big)]  # the raw record
     assert plane.producer.keys == [("a", 3), ("c", 0)]  # type: ignore[attr-defined]
     got = [decode_routed_record(v, b"k", "raw.combiners", 0) for _, v in plane.producer.produced]  # type: ignore[attr-defined]

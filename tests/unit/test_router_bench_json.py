@@ -26,12 +26,26 @@ def test_figures_are_medians_and_fall_back_to_computed_bytes() -> None:
 
 
 def test_release_table_puts_variants_side_by_side_and_json_has_no_nan() -> None:
-    args = argparse.Namespace(formats="1,2", baseline="old", rounds=1)
-    per = {"zipf1.5": {("hash", NEW, 1): [_run(80.0, 0.5, 136.0)], ("hash", NEW, 2): [_run(160.0, 0.35, 44.0)],
-                       ("hash", BASELINE, 1): [_run(80.0, 0.5, broker=math.nan)]}}  # fmt: skip
+    args = argparse.Namespace(formats="1,2", baseline="old", rounds=1, in_flight="")
+    per = {"zipf1.5": {("hash", (NEW, 1, None)): [_run(80.0, 0.5, 136.0)],
+                       ("hash", (NEW, 2, None)): [_run(160.0, 0.35, 44.0)],
+                       ("hash", (BASELINE, 1, None)): [_run(80.0, 0.5, broker=math.nan)]}}  # fmt: skip
     lines, entries = _release_table(args, per, {"zipf1.5": (22.0, 136.0)}, ["hash"])
     row = next(ln for ln in lines if ln.startswith("| hash"))
     assert row.rstrip().endswith("| 2.00 |")  # new format 2 / baseline
     assert [(e["release"], e["routed_format"]) for e in entries] == [(NEW, 1), (NEW, 2), (BASELINE, 1)]
     doc = json.loads(json.dumps(_no_nan({"configurations": entries}), allow_nan=False))
     assert doc["configurations"][2]["broker_cpu_us_per_record"] is None
+
+
+def test_release_table_compares_max_in_flight_values_with_the_first() -> None:
+    args = argparse.Namespace(formats="2", baseline=None, rounds=1, in_flight="1,4")
+    per = {
+        "uniform": {("hash", (NEW, 2, 1)): [_run(100.0, 0.5, 44.0)], ("hash", (NEW, 2, 4)): [_run(150.0, 0.4, 44.0)]}
+    }
+    lines, entries = _release_table(args, per, {"uniform": (22.0, 136.0)}, ["hash"])
+    head = next(ln for ln in lines if ln.startswith("| configuration"))
+    assert "new (format 2, in flight 4) / new (format 2, in flight 1): tuples/s, CPU µs/rec" in head
+    row = next(ln for ln in lines if ln.startswith("| hash"))
+    assert row.rstrip().endswith("| 1.50, 0.80 |")
+    assert [(e["max_in_flight"], e["tuples_per_s"]) for e in entries] == [(1, 100.0), (4, 150.0)]
