@@ -14,7 +14,7 @@ over 10k keys, uniform over 10k keys; small JSON values). Configurations: ``pass
   configuration runs right next to a pass-through process of its own (order alternating); the ratio is the
   median over rounds of rate / that adjacent pass-through rate.
 
-The ``release`` section runs each configuration per routed format and, with ``$SKEWROUTE_BENCH_IN_FLIGHT``
+The ``release`` section runs each configuration per routed format and, with ``--in-flight``
 (e.g. ``1,2,4``), per ``router.max_in_flight`` (passed to the workers as ``$SKEWROUTE_ROUTER__MAX_IN_FLIGHT``).
 
 Rounds rotate the configuration order. The report ends with the broker-less per-phase CPU profile
@@ -401,6 +401,7 @@ def main(
     brokers: str = "tansu",
     formats: str = "2",
     baseline: Path | None = None,
+    in_flight: str = "",
 ) -> None:
     """Run the benchmark; write ``OUT/router-throughput.md`` and ``OUT/router-throughput.json``.
 
@@ -414,7 +415,7 @@ def main(
         n=records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, only=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, report=out / "router-throughput.md",
         hotpath=hotpath, mode=mode, brokers=brokers, formats=formats, baseline=baseline,
-        in_flight=os.environ.get("SKEWROUTE_BENCH_IN_FLIGHT", ""),
+        in_flight=in_flight,
     )  # fmt: skip
     from router.partitioners import available
 

@@ -29,6 +29,9 @@ def router_bench(
         Path("reports"), "--out", "-o", help="report folder (writes `router-throughput.md` and `.json`)"
     ),
     formats: str = typer.Option("2", "--formats", help="routed wire formats to run this code with: 1, 2 or 1,2"),
+    in_flight: str = typer.Option(
+        "", "--in-flight", help="release mode: router.max_in_flight values to run this code with, e.g. 1,2,4"
+    ),
     baseline: Path | None = typer.Option(
         None, "--baseline", help="source tree of an earlier release (e.g. a git worktree) run side by side (release)"
     ),
@@ -53,6 +56,9 @@ def router_bench(
 
     if mode not in MODES:
         raise typer.BadParameter(" or ".join(MODES), param_hint="--mode")
+    bad = [k for k in in_flight.split(",") if in_flight and not (k.isdigit() and 1 <= int(k) <= 16)]
+    if bad:
+        raise typer.BadParameter(f"values 1..16, got {', '.join(bad)}", param_hint="--in-flight")
     unknown = [w for w in workloads.split(",") if w not in WORKLOADS]
     if unknown:
         raise typer.BadParameter(
@@ -61,7 +67,7 @@ def router_bench(
     main(
         records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, partitioners=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, out=out, hotpath=hotpath, mode=mode,
-        brokers=brokers, formats=formats, baseline=baseline,
+        brokers=brokers, formats=formats, baseline=baseline, in_flight=in_flight,
     )  # fmt: skip
 
 
