@@ -59,6 +59,30 @@ def _check_dedupe(kafka: KafkaSettings, raw: str, verifier: Verifier, records: l
     return verifier.duplicates
 
 
+def _kill_then_restart(
+    kafka: KafkaSettings, topic: str, cfg: Path, verifier: Verifier, records: list, after: int
+) -> tuple[int, int]:
+    """Start worker w1, SIGKILL it once it consumed ``after`` records, restart it, check every position is routed.
+
+    Returns (positions routed before the kill, replayed duplicates).
+    """
+    port = free_port()
+    log = cfg.parent / "w1.log"
+    with Processes() as procs:
+        w = _start(procs, cfg, port, log)
+        wait_for(lambda: _consumed(port, topic) >= after, 60, f"the worker to route {after} records")
+        kill_group(w)
+        procs.children.remove(w)
+        verifier.poll(1.0)
+        before = len(verifier.seen)
+        assert before < len(records), "the worker finished before the kill; the test did not exercise a crash"
+        w2 = _start(procs, cfg, port, log)
+        dups = _check_dedupe(kafka, topic, verifier, records)  # every position routed; first copies == input
+        assert w2.running
+    verifier.close()
+    return before, dups
+
+
 def test_sigkill_mid_stream_then_restart_at_least_once(kafka: KafkaSettings, topic: str, tmp_path: Path, spark) -> None:
     records = zipf_records(N, seed=21)
     produce(kafka, topic, records)
@@ -69,21 +93,9 @@ def test_sigkill_mid_stream_then_restart_at_least_once(kafka: KafkaSettings, top
         spark={"dedupe": True, "watermark": "1 hour", "window": "10 seconds", "checkpoint_dir": str(tmp_path / "ck"),
                "progress_log": str(tmp_path / "progress.jsonl")},
     )  # fmt: skip
-    port = free_port()
-    verifier = Verifier(kafka, f"{topic}.combiners", 4).keep_values()
     t0 = time.monotonic()
-    with Processes() as procs:
-        w = _start(procs, cfg, port, tmp_path / "w1.log")
-        wait_for(lambda: _consumed(port, topic) >= 3_000, 60, "the worker to route 3000 records")
-        kill_group(w)
-        procs.children.remove(w)
-        verifier.poll(1.0)
-        before = len(verifier.seen)
-        assert before < N, "the worker finished before the kill; the test did not exercise a crash"
-        w2 = _start(procs, cfg, port, tmp_path / "w1.log")
-        dups = _check_dedupe(kafka, topic, verifier, records)
-        assert w2.running
-    verifier.close()
+    verifier = Verifier(kafka, f"{topic}.combiners", 4).keep_values()
+    before, dups = _kill_then_restart(kafka, topic, cfg, verifier, records, after=3_000)
     router_s = time.monotonic() - t0
 
     # one Spark run, dedupe on: the replayed records count once
@@ -132,20 +144,8 @@ def test_sigkill_with_batches_in_flight_then_restart_loses_nothing(
     doc = yaml.safe_load(cfg.read_text())
     doc["kafka"]["producer"] = {"linger.ms": 200}  # acks come after the next batches are produced
     cfg.write_text(yaml.safe_dump(doc))
-    port = free_port()
     verifier = Verifier(kafka, f"{topic}.combiners", 4).keep_values()
-    with Processes() as procs:
-        w = _start(procs, cfg, port, tmp_path / "w1.log")
-        wait_for(lambda: _consumed(port, topic) >= 2_000, 60, "the worker to commit 2000 records")
-        kill_group(w)
-        procs.children.remove(w)
-        verifier.poll(1.0)
-        before = len(verifier.seen)
-        assert before < N, "the worker finished before the kill; the test did not exercise a crash"
-        w2 = _start(procs, cfg, port, tmp_path / "w1.log")
-        dups = _check_dedupe(kafka, topic, verifier, records)  # every position routed; first copies == input
-        assert w2.running
-    verifier.close()
+    before, dups = _kill_then_restart(kafka, topic, cfg, verifier, records, after=2_000)
     print(f"\nrouted before kill {before}/{N}, replayed duplicates {dups}")
 
 
