@@ -48,10 +48,29 @@ def _assigned(port: int, route: str) -> list[int]:
     return list(_routes(port).get("routes", {}).get(route, {}).get("assigned", []))
 
 
+def _never_routed(positions: set[tuple[str, int, int]], verifier: Verifier) -> str:
+    """How many positions never reached the combiner topic, and where (per raw partition: offset ranges)."""
+    missing: dict[int, list[int]] = {}
+    for _, p, o in positions - set(verifier.seen):
+        missing.setdefault(p, []).append(o)
+    where = {p: _ranges(sorted(os)) for p, os in sorted(missing.items())}
+    return f"{sum(len(os) for os in missing.values())} never routed: {where}"
+
+
+def _ranges(offsets: list[int]) -> str:
+    out: list[str] = []
+    for o in offsets:
+        if out and int(out[-1].split("..")[-1]) == o - 1:
+            out[-1] = f"{out[-1].split('..')[0]}..{o}"
+        else:
+            out.append(str(o))
+    return ", ".join(out[:8]) + (" ..." if len(out) > 8 else "")
+
+
 def _check_dedupe(kafka: KafkaSettings, raw: str, verifier: Verifier, records: list) -> int:
     """Every input position routed at least once; first copy per position == the input. Returns duplicates."""
     positions = {(raw, i % RAW_PARTITIONS, i // RAW_PARTITIONS) for i in range(len(records))}
-    assert verifier.wait_for(positions, 60), f"{sum(1 for p in positions if p not in verifier.seen)} never routed"
+    assert verifier.wait_for(positions, 60), _never_routed(positions, verifier)
     verifier.poll(1.0)  # late replays
     assert set(verifier.seen) == positions  # nothing that was not in the input
     deduped = Counter((d["k"], orjson.dumps(d["d"])) for d in verifier.first.values())
