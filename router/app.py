@@ -34,6 +34,7 @@ from connectors.broker_traits import resolve_static_membership
 from router.dataplane import RouteDataPlane
 from router.identity import WorkerSlot, claim_slot, free_web_port
 from router.observability import CONTENT_TYPE_LATEST, RouterMetrics, setup_logging
+from router.plane_parts import tune_gc
 from router.preflight import raw_topic_fix, require_topics
 from router.sync.service import attach_sync
 from schemas.settings import KafkaSettings, SkewrouteSettings
@@ -97,6 +98,7 @@ class DataPlaneService(Service):
         )
         log.info("static group membership %s (%s)", f"on as {s.router.instance_id}" if static else "off", why)
         router = s.router.model_copy(update={"static_membership": static})
+        tune_gc()  # start-up is over: the batch loops allocate one tracked Message per record from here on
         for route in s.routes:
             # never create a route's topics for a raw topic that is not there (MissingTopicError stops the worker)
             await loop.run_in_executor(None, require_topics, s.kafka, {route.raw_topic: raw_topic_fix(route)})
