@@ -64,6 +64,7 @@ def _child(args: argparse.Namespace) -> None:
     from benchmarks.router_bench_pair import drop_combiner_topic, make_plane, run_pair
     from router.plane_parts import tune_gc
 
+    tune_gc()  # as the worker does before it starts its routes (router.app)
     if args.pair:
         pair = run_pair(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
                         combiners=args.combiners, producer_conf=args.producer_conf, timeout=args.timeout)  # fmt: skip
@@ -71,9 +72,7 @@ def _child(args: argparse.Namespace) -> None:
         return
     plane = make_plane(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
                        combiners=args.combiners, producer_conf=args.producer_conf,
-                       routed_format=args.routed_format)  # fmt: skip
-    tune_gc()  # as the worker does once its routes are set up (router.app)
-    plane.start()
+                       routed_format=args.routed_format).start()  # fmt: skip
     plane.join(args.timeout)
     st = plane.stats
     ok = plane.error is None and st.consumed >= args.n and st.first_consumed is not None and st.last_acked is not None
