@@ -64,7 +64,6 @@ def _child(args: argparse.Namespace) -> None:
     from benchmarks.router_bench_pair import drop_combiner_topic, make_plane, run_pair
     from router.plane_parts import tune_gc
 
-    tune_gc()  # as the worker does before it starts its routes (router.app)
     if args.pair:
         pair = run_pair(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
                         combiners=args.combiners, producer_conf=args.producer_conf, timeout=args.timeout)  # fmt: skip
@@ -72,7 +71,9 @@ def _child(args: argparse.Namespace) -> None:
         return
     plane = make_plane(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
                        combiners=args.combiners, producer_conf=args.producer_conf,
-                       routed_format=args.routed_format).start()  # fmt: skip
+                       routed_format=args.routed_format)  # fmt: skip
+    tune_gc()  # as the worker does once its data planes are built (router.app)
+    plane.start()
     plane.join(args.timeout)
     st = plane.stats
     ok = plane.error is None and st.consumed >= args.n and st.first_consumed is not None and st.last_acked is not None

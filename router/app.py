@@ -90,7 +90,7 @@ class DataPlaneService(Service):
         super().__init__(**kwargs)
 
     async def on_start(self) -> None:
-        """Create the route topics, then start every route's loop."""
+        """Create the route topics and data planes, tune the GC, then start every route's loop."""
         rt, s = self.runtime, self.runtime.settings
         loop = asyncio.get_running_loop()
         static, why = await loop.run_in_executor(
@@ -98,13 +98,15 @@ class DataPlaneService(Service):
         )
         log.info("static group membership %s (%s)", f"on as {s.router.instance_id}" if static else "off", why)
         router = s.router.model_copy(update={"static_membership": static})
-        tune_gc()  # start-up is over: the batch loops allocate one tracked Message per record from here on
+        planes = []
         for route in s.routes:
             # never create a route's topics for a raw topic that is not there (MissingTopicError stops the worker)
             await loop.run_in_executor(None, require_topics, s.kafka, {route.raw_topic: raw_topic_fix(route)})
             await loop.run_in_executor(None, ensure_route_topics, s.kafka, route)
-            plane = RouteDataPlane(s.kafka, router, route, rt.metrics, instance_id=rt.instance_id)
-            rt.planes[route.route_name] = plane.start()
+            planes.append(RouteDataPlane(s.kafka, router, route, rt.metrics, instance_id=rt.instance_id))
+        tune_gc()  # start-up is over (partitioners built, kernels loaded): from here one tracked Message per record
+        for plane in planes:
+            rt.planes[plane.route.route_name] = plane.start()
         self.add_future(self._supervise())
 
     async def _supervise(self) -> None:
