@@ -62,6 +62,7 @@ SEPARATE = (
 def _child(args: argparse.Namespace) -> None:
     """One worker process: route the whole raw topic once (or a pair, turn by turn), print the stats as JSON."""
     from benchmarks.router_bench_pair import drop_combiner_topic, make_plane, run_pair
+    from router.plane_parts import tune_gc
 
     if args.pair:
         pair = run_pair(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
@@ -70,7 +71,9 @@ def _child(args: argparse.Namespace) -> None:
         return
     plane = make_plane(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
                        combiners=args.combiners, producer_conf=args.producer_conf,
-                       routed_format=args.routed_format).start()  # fmt: skip
+                       routed_format=args.routed_format)  # fmt: skip
+    tune_gc()  # as the worker does once its data planes are built (router.app)
+    plane.start()
     plane.join(args.timeout)
     st = plane.stats
     ok = plane.error is None and st.consumed >= args.n and st.first_consumed is not None and st.last_acked is not None

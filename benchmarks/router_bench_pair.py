@@ -20,6 +20,7 @@ from typing import Any
 
 from benchmarks.planes import PASSTHROUGH, BoundedDataPlane, PassThrough
 from router.dataplane import RouteDataPlane
+from router.plane_parts import tune_gc
 
 __all__ = ["drop_combiner_topic", "make_plane", "pair_table", "run_pair"]
 
@@ -98,6 +99,7 @@ def run_pair(
     planes = [
         make_plane(bootstrap, raw, x, n=n, batch=batch, combiners=combiners, producer_conf=producer_conf) for x in names
     ]
+    tune_gc()  # as the worker does once its data planes are built (router.app)
     spent = [0.0, 0.0]
     cpu = [0.0, 0.0]
     deadline = time.monotonic() + timeout

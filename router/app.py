@@ -34,6 +34,7 @@ from connectors.broker_traits import resolve_static_membership
 from router.dataplane import RouteDataPlane
 from router.identity import WorkerSlot, claim_slot, free_web_port
 from router.observability import CONTENT_TYPE_LATEST, RouterMetrics, setup_logging
+from router.plane_parts import tune_gc
 from router.preflight import raw_topic_fix, require_topics
 from router.sync.service import attach_sync
 from schemas.settings import KafkaSettings, SkewrouteSettings
@@ -89,7 +90,7 @@ class DataPlaneService(Service):
         super().__init__(**kwargs)
 
     async def on_start(self) -> None:
-        """Create the route topics, then start every route's loop."""
+        """Create the route topics and data planes, tune the GC, then start every route's loop."""
         rt, s = self.runtime, self.runtime.settings
         loop = asyncio.get_running_loop()
         static, why = await loop.run_in_executor(
@@ -97,12 +98,15 @@ class DataPlaneService(Service):
         )
         log.info("static group membership %s (%s)", f"on as {s.router.instance_id}" if static else "off", why)
         router = s.router.model_copy(update={"static_membership": static})
+        planes = []
         for route in s.routes:
             # never create a route's topics for a raw topic that is not there (MissingTopicError stops the worker)
             await loop.run_in_executor(None, require_topics, s.kafka, {route.raw_topic: raw_topic_fix(route)})
             await loop.run_in_executor(None, ensure_route_topics, s.kafka, route)
-            plane = RouteDataPlane(s.kafka, router, route, rt.metrics, instance_id=rt.instance_id)
-            rt.planes[route.route_name] = plane.start()
+            planes.append(RouteDataPlane(s.kafka, router, route, rt.metrics, instance_id=rt.instance_id))
+        tune_gc()  # start-up is over (partitioners built, kernels loaded): from here one tracked Message per record
+        for plane in planes:
+            rt.planes[plane.route.route_name] = plane.start()
         self.add_future(self._supervise())
 
     async def _supervise(self) -> None:
