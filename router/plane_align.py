@@ -34,6 +34,7 @@ dropped, since they are read again.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import time
@@ -43,7 +44,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from router.extract import Extracted, SourceRecord
+from router.extract import BadRecord, Extracted, SourceRecord
 
 __all__ = ["STALE_S", "EventTimeAlign"]
 
@@ -52,22 +53,85 @@ log = logging.getLogger("router.dataplane")
 #: A partition that delivered nothing for this long no longer holds the others back.
 STALE_S = 2.0
 _UNKNOWN = -(1 << 62)  # the event time of a partition that delivered nothing yet: below any other
+#: At most this many slices of ``align_ms`` in the merge of one turn (a wider span gets wider slices).
+_MAX_SLICES = 256
+
+
+class _Held:
+    """One raw partition's records consumed and not routed yet, in offset order."""
+
+    __slots__ = ("bad", "keys", "measures", "offsets", "times", "ts", "values")
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.times: list[int] = []
+        self.measures: list[float | None] = []
+        self.values: list[bytes] = []
+        self.offsets: list[int] = []
+        self.ts: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.bad: list[BadRecord] = []
+
+    def __len__(self) -> int:
+        return len(self.keys) + len(self.bad)
+
+    def add(self, ext: Extracted, a: int, b: int) -> None:
+        """Append ``ext``'s records ``a:b`` (all of this partition)."""
+        self.keys += ext.keys[a:b]
+        self.times += ext.times[a:b]
+        self.measures += ext.measures[a:b]
+        self.values += ext.values[a:b]
+        self.offsets += ext.offsets[a:b]
+        self.ts = np.concatenate([self.ts, np.asarray(ext.times[a:b], dtype=np.int64)])
+
+    def first(self) -> int | None:
+        """The lowest offset held (good or bad record)."""
+        firsts = ([self.offsets[0]] if self.offsets else []) + [b.message.offset() or 0 for b in self.bad]
+        return min(firsts) if firsts else None
+
+    def last(self) -> int | None:
+        """The highest offset held (good or bad record)."""
+        lasts = ([self.offsets[-1]] if self.offsets else []) + [b.message.offset() or 0 for b in self.bad]
+        return max(lasts) if lasts else None
+
+    def drop_from(self, offset: int) -> None:
+        """Forget the records at or after ``offset`` (they will be read again)."""
+        k = bisect.bisect_left(self.offsets, offset)
+        self.keys, self.times, self.measures = self.keys[:k], self.times[:k], self.measures[:k]
+        self.values, self.offsets, self.ts = self.values[:k], self.offsets[:k], self.ts[:k]
+        self.bad = [b for b in self.bad if (b.message.offset() or 0) < offset]
+
+    def take(self, k: int) -> tuple[list[BadRecord], int]:
+        """Keep records ``k:`` and the bad records after record ``k``; the bad records taken and the cut offset."""
+        cut = self.offsets[k] if k < len(self.offsets) else 1 << 62
+        taken = [b for b in self.bad if (b.message.offset() or 0) < cut]
+        self.bad = [b for b in self.bad if (b.message.offset() or 0) >= cut]
+        self.keys, self.times, self.measures = self.keys[k:], self.times[k:], self.measures[k:]
+        self.values, self.offsets, self.ts = self.values[k:], self.offsets[k:], self.ts[k:]
+        return taken, cut
 
 
 class EventTimeAlign:
-    """The alignment rule of one data plane (see the module docstring); ``align_ms <= 0`` turns it off."""
+    """The alignment rule of one data plane (see the module docstring); ``align_ms <= 0`` turns it off.
+
+    ``cap`` is the number of records a partition may hold before it is paused (the batch size).
+    """
 
     def __init__(
-        self, raw_topic: str, align_ms: int, stale_s: float = STALE_S, clock: Callable[[], float] = time.monotonic
+        self,
+        raw_topic: str,
+        align_ms: int,
+        cap: int = 20_000,
+        stale_s: float = STALE_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.raw_topic, self.align_ms, self.stale_s, self._clock = raw_topic, align_ms, stale_s, clock
-        self.pool = Extracted()  # records consumed and not routed yet (held), in consume order
+        self.raw_topic, self.align_ms, self.cap, self.stale_s, self._clock = raw_topic, align_ms, cap, stale_s, clock
+        self.held: dict[int, _Held] = {}  # raw partition -> its records consumed and not routed yet
         self.front: dict[int, int] = {}  # raw partition -> newest event time consumed from it
         self.seen: dict[int, float] = {}  # raw partition -> clock() when it last delivered (or was assigned)
         self.start: dict[int, int] = {}  # raw partition -> committed offset when assigned (-1: none)
         self.paused: set[int] = set()
         self.pauses = 0  # partitions paused so far
-        self.held = 0  # records held over a turn so far (counted once per turn they stay)
+        self.most = 0  # the most records held at once
 
     @property
     def enabled(self) -> bool:
@@ -77,62 +141,109 @@ class EventTimeAlign:
     @property
     def holding(self) -> bool:
         """Whether records are held (a turn with nothing consumed may still route some)."""
-        return bool(self.pool.keys or self.pool.bad)
+        return bool(self.held)
+
+    @property
+    def held_records(self) -> int:
+        """Records held now."""
+        return sum(len(h) for h in self.held.values())
 
     def admit(self, consumer: Any, ext: Extracted, assignment: set[int]) -> Extracted:
         """The records to route this turn (``ext`` just consumed, plus held ones); pauses and resumes partitions."""
         if not self.enabled:
             return ext
         now = self._track(assignment)
-        delivered = _first_offsets(ext)
-        for p in delivered:
+        parts = np.asarray(ext.partitions, dtype=np.int64)
+        runs = _runs(parts)
+        delivered: dict[int, int] = {}
+        for a, _ in runs:
+            delivered.setdefault(int(parts[a]), ext.offsets[a])  # offsets ascend per partition
+        for bad in ext.bad:
+            p, o = bad.message.partition() or 0, bad.message.offset() or 0
+            delivered[p] = min(o, delivered.get(p, o))
+        for p, o in delivered.items():
             self.seen[p] = now
-        if self.holding:  # a partition delivering at or below a held offset was repositioned: those are read again
-            self.pool = _drop(self.pool, delivered | _gone(self.pool, assignment))
-        pool = _concat(self.pool, ext) if self.holding else ext
-        parts = np.asarray(pool.partitions, dtype=np.int64)
-        times = np.asarray(pool.times, dtype=np.int64)
-        newest = {p: int(times[parts == p].max()) for p in np.unique(parts).tolist()}
-        for p, t in newest.items():
+            h = self.held.get(p)
+            last = h.last() if h is not None else None
+            if h is not None and last is not None and o <= last:  # repositioned (a rebalance): read again
+                h.drop_from(o)
+                self.front.pop(p, None)
+        times = np.asarray(ext.times, dtype=np.int64)
+        for a, b in runs:
+            t = int(times[a:b].max())
+            p = int(parts[a])
             self.front[p] = max(t, self.front.get(p, t))
         fresh = [p for p in sorted(assignment) if now - self.seen[p] <= self.stale_s]
         known = [self.front[p] for p in fresh if p in self.front]
         spread = max(known) - min(known) if known else 0
-        if not self.holding and not self.paused and len(known) == len(fresh) and spread <= self.align_ms:
+        if not self.held and not self.paused and len(known) == len(fresh) and spread <= self.align_ms:
             return ext  # nothing to hold, nothing to resume: the batch as consumed
-        bound = self._bound(consumer, fresh)
-        cuts: dict[int, int] = {}
-        if bound is not None:
-            for p, t in newest.items():
-                if t > bound:
-                    cuts[p] = int(pool.offsets[int(np.flatnonzero((parts == p) & (times > bound))[0])])
-        out, self.pool = _split(pool, cuts)
-        self.held += len(self.pool) + len(self.pool.bad)
-        last = _last_offsets(self.pool)
-        # pause what holds records (again if it delivered while paused: a rebalance cleared the consumer's pause)
-        self._pause(consumer, {p: o for p, o in last.items() if p not in self.paused or p in delivered})
-        self._resume(consumer, self.paused - set(last))
-        return _merged(out)
+        for a, b in runs:
+            self.held.setdefault(int(parts[a]), _Held()).add(ext, a, b)
+        for bad in ext.bad:
+            self.held.setdefault(bad.message.partition() or 0, _Held()).bad.append(bad)
+        self.most = max(self.most, self.held_records)
+        out = self._release(self._bound(consumer, fresh))
+        self.held = {p: h for p, h in self.held.items() if len(h)}
+        full = {p: h.last() or 0 for p, h in self.held.items() if len(h) >= self.cap}
+        # pause what holds a batch's worth (again if it delivered while paused: a rebalance cleared the pause)
+        self._pause(consumer, {p: o for p, o in full.items() if p not in self.paused or p in delivered})
+        self._resume(consumer, self.paused - set(full))
+        return out
 
     def rewound(self, ext: Extracted, msgs: list[Any]) -> list[Any]:
         """A batch was not committed and is read again: where to seek each partition; held records are dropped.
 
-        The positions are the first offsets of the batch's records, of ``msgs`` (just consumed) and of the held
-        records, per partition (for :meth:`router.plane_rebalance.PlaneMembership.rewind`).
+        The positions are the first offsets, per partition, of the batch's records, of ``msgs`` (just consumed)
+        and of the held records (for :meth:`router.plane_rebalance.PlaneMembership.rewind`).
         """
-        first: dict[int, int] = {}
-        for src in (_first_offsets(ext), _first_offsets(self.pool), {m.partition() or 0: m.offset() or 0 for m in
-                                                                      reversed(msgs)}):  # fmt: skip
-            for p, o in src.items():
-                first[p] = min(o, first.get(p, o))
-        self.pool = Extracted()
+        first = _first_offsets(ext)
+        for p, o in [(m.partition() or 0, m.offset() or 0) for m in msgs] + [
+            (p, o) for p, o in ((p, h.first()) for p, h in self.held.items()) if o is not None
+        ]:
+            first[p] = min(o, first.get(p, o))
+        self.held = {}
         return [SourceRecord(self.raw_topic, p, o, None, None) for p, o in first.items()]
 
     # -- the rule --------------------------------------------------------------------------------
+    def _release(self, bound: int | None) -> Extracted:
+        """The held records up to ``bound`` (all when ``None``), merged by event time in slices of ``align_ms``.
+
+        Per partition the records released are a prefix (offset order) up to its first record past ``bound``:
+        the running maximum of its event times is non-decreasing, so that prefix is found by bisection, and so are
+        the slices the merge interleaves (each partition's records keep their order).
+        """
+        take: dict[int, tuple[npt.NDArray[np.int64], int]] = {}
+        for p, h in self.held.items():
+            cm = np.maximum.accumulate(h.ts) if h.ts.size else h.ts
+            k = int(np.searchsorted(cm, bound, side="right")) if bound is not None else int(cm.size)
+            take[p] = (cm, k)
+        out = Extracted()
+        with_records = [p for p, (_, k) in take.items() if k > 0]
+        if len(with_records) > 1:
+            lo = min(int(take[p][0][0]) for p in with_records)
+            hi = max(int(take[p][0][take[p][1] - 1]) for p in with_records)
+            step = max(self.align_ms, (hi - lo) // _MAX_SLICES + 1)
+            edges = np.arange(lo + step, hi + step + 1, step, dtype=np.int64)
+            bounds = {p: [0, *np.searchsorted(take[p][0][: take[p][1]], edges, side="left").tolist()]
+                      for p in with_records}  # fmt: skip
+            for j in range(len(edges)):
+                for p in with_records:
+                    a, b = bounds[p][j], bounds[p][j + 1]
+                    if b > a:
+                        _extend(out, self.held[p], a, b, p)
+        elif with_records:
+            p = with_records[0]
+            _extend(out, self.held[p], 0, take[p][1], p)
+        for p, (_, k) in take.items():
+            bad, _ = self.held[p].take(k)
+            out.bad += bad
+        return out
+
     def _track(self, assignment: set[int]) -> float:
-        """Forget partitions no longer assigned (their pause went with them), note new ones; the clock."""
+        """Forget partitions no longer assigned (their pause and held records went with them); note new ones."""
         now = self._clock()
-        for d in (self.front, self.seen, self.start):
+        for d in (self.front, self.seen, self.start, self.held):
             for p in [p for p in d if p not in assignment]:
                 del d[p]
         self.paused &= assignment
@@ -193,6 +304,25 @@ class EventTimeAlign:
         self.paused -= parts
 
 
+def _runs(parts: npt.NDArray[np.int64]) -> list[tuple[int, int]]:
+    """The stretches ``[a, b)`` of a batch from one partition each (a batch is a few of them)."""
+    if parts.size == 0:
+        return []
+    if parts[0] == parts[-1] and bool((parts == parts[0]).all()):
+        return [(0, int(parts.size))]
+    edges = [0, *(np.flatnonzero(np.diff(parts)) + 1).tolist(), int(parts.size)]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _extend(out: Extracted, h: _Held, a: int, b: int, p: int) -> None:
+    out.keys += h.keys[a:b]
+    out.times += h.times[a:b]
+    out.measures += h.measures[a:b]
+    out.values += h.values[a:b]
+    out.partitions += [p] * (b - a)
+    out.offsets += h.offsets[a:b]
+
+
 def _first_offsets(ext: Extracted) -> dict[int, int]:
     """The lowest offset per partition of a batch's records (good and bad)."""
     first: dict[int, int] = {}
@@ -204,88 +334,3 @@ def _first_offsets(ext: Extracted) -> dict[int, int]:
         if o < first.get(p, o + 1):
             first[p] = o
     return first
-
-
-def _last_offsets(ext: Extracted) -> dict[int, int]:
-    """The highest offset per partition of a batch's records (good and bad)."""
-    last: dict[int, int] = {}
-    for p, o in zip(ext.partitions, ext.offsets, strict=True):
-        last[p] = max(o, last.get(p, o))
-    for b in ext.bad:
-        p, o = b.message.partition() or 0, b.message.offset() or 0
-        last[p] = max(o, last.get(p, o))
-    return last
-
-
-def _gone(ext: Extracted, assignment: set[int]) -> dict[int, int]:
-    """Cut points dropping every record of the partitions no longer assigned."""
-    parts = set(ext.partitions) | {b.message.partition() or 0 for b in ext.bad}
-    return {p: -1 for p in parts if p not in assignment}
-
-
-def _split(ext: Extracted, cuts: dict[int, int]) -> tuple[Extracted, Extracted]:
-    """``ext`` cut per partition ``p`` at offset ``cuts[p]``: (the records below, the records at or after)."""
-    if not cuts:
-        return ext, Extracted()
-    below = [o < cuts.get(p, o + 1) for p, o in zip(ext.partitions, ext.offsets, strict=True)]
-    bad_below = [(b.message.offset() or 0) < cuts.get(b.message.partition() or 0, 1 << 62) for b in ext.bad]
-    return _take(ext, below, bad_below, True), _take(ext, below, bad_below, False)
-
-
-def _drop(ext: Extracted, cuts: dict[int, int]) -> Extracted:
-    """``ext`` without the records at or after ``cuts[p]`` of each partition ``p``."""
-    return _split(ext, cuts)[0] if cuts else ext
-
-
-def _take(ext: Extracted, mask: list[bool], bad_mask: list[bool], want: bool) -> Extracted:
-    idx = [i for i, m in enumerate(mask) if m is want]
-    return Extracted(
-        keys=[ext.keys[i] for i in idx],
-        times=[ext.times[i] for i in idx],
-        measures=[ext.measures[i] for i in idx],
-        values=[ext.values[i] for i in idx],
-        partitions=[ext.partitions[i] for i in idx],
-        offsets=[ext.offsets[i] for i in idx],
-        bad=[b for b, m in zip(ext.bad, bad_mask, strict=True) if m is want],
-    )
-
-
-def _concat(a: Extracted, b: Extracted) -> Extracted:
-    return Extracted(
-        keys=a.keys + b.keys,
-        times=a.times + b.times,
-        measures=a.measures + b.measures,
-        values=a.values + b.values,
-        partitions=a.partitions + b.partitions,
-        offsets=a.offsets + b.offsets,
-        bad=a.bad + b.bad,
-    )
-
-
-def _merged(ext: Extracted) -> Extracted:
-    """``ext``'s records merged by event time across partitions, each partition's records in their order.
-
-    The sort key is each partition's running maximum of event time: non-decreasing within a partition, so a
-    stable sort keeps every partition's order (the offsets to commit are each partition's last record).
-    """
-    if len(set(ext.partitions)) < 2:
-        return ext
-    parts = np.asarray(ext.partitions, dtype=np.int64)
-    times = np.asarray(ext.times, dtype=np.int64)
-    key = np.empty_like(times)
-    for p in np.unique(parts).tolist():
-        sel = np.flatnonzero(parts == p)
-        key[sel] = np.maximum.accumulate(times[sel])
-    order: npt.NDArray[np.intp] = np.argsort(key, kind="stable")
-    if bool((order[1:] > order[:-1]).all()):
-        return ext
-    idx = order.tolist()
-    return Extracted(
-        keys=[ext.keys[i] for i in idx],
-        times=[ext.times[i] for i in idx],
-        measures=[ext.measures[i] for i in idx],
-        values=[ext.values[i] for i in idx],
-        partitions=[ext.partitions[i] for i in idx],
-        offsets=[ext.offsets[i] for i in idx],
-        bad=ext.bad,
-    )
