@@ -74,14 +74,14 @@ class _Held:
     def __len__(self) -> int:
         return len(self.keys) + len(self.bad)
 
-    def add(self, ext: Extracted, a: int, b: int) -> None:
-        """Append ``ext``'s records ``a:b`` (all of this partition)."""
+    def add(self, ext: Extracted, a: int, b: int, ts: npt.NDArray[np.int64]) -> None:
+        """Append ``ext``'s records ``a:b`` (all of this partition; ``ts``: their event times)."""
         self.keys += ext.keys[a:b]
         self.times += ext.times[a:b]
         self.measures += ext.measures[a:b]
         self.values += ext.values[a:b]
         self.offsets += ext.offsets[a:b]
-        self.ts = np.concatenate([self.ts, np.asarray(ext.times[a:b], dtype=np.int64)])
+        self.ts = np.concatenate([self.ts, ts]) if self.ts.size else ts
 
     def first(self) -> int | None:
         """The lowest offset held (good or bad record)."""
@@ -153,11 +153,10 @@ class EventTimeAlign:
         if not self.enabled:
             return ext
         now = self._track(assignment)
-        parts = np.asarray(ext.partitions, dtype=np.int64)
-        runs = _runs(parts)
+        runs = _runs(ext.partitions)
         delivered: dict[int, int] = {}
         for a, _ in runs:
-            delivered.setdefault(int(parts[a]), ext.offsets[a])  # offsets ascend per partition
+            delivered.setdefault(ext.partitions[a], ext.offsets[a])  # offsets ascend per partition
         for bad in ext.bad:
             p, o = bad.message.partition() or 0, bad.message.offset() or 0
             delivered[p] = min(o, delivered.get(p, o))
@@ -168,10 +167,9 @@ class EventTimeAlign:
             if h is not None and last is not None and o <= last:  # repositioned (a rebalance): read again
                 h.drop_from(o)
                 self.front.pop(p, None)
-        times = np.asarray(ext.times, dtype=np.int64)
+        times = np.fromiter(ext.times, dtype=np.int64, count=len(ext.times))
         for a, b in runs:
-            t = int(times[a:b].max())
-            p = int(parts[a])
+            t, p = int(times[a:b].max()), ext.partitions[a]
             self.front[p] = max(t, self.front.get(p, t))
         fresh = [p for p in sorted(assignment) if now - self.seen[p] <= self.stale_s]
         known = [self.front[p] for p in fresh if p in self.front]
@@ -179,7 +177,7 @@ class EventTimeAlign:
         if not self.held and not self.paused and len(known) == len(fresh) and spread <= self.align_ms:
             return ext  # nothing to hold, nothing to resume: the batch as consumed
         for a, b in runs:
-            self.held.setdefault(int(parts[a]), _Held()).add(ext, a, b)
+            self.held.setdefault(ext.partitions[a], _Held()).add(ext, a, b, times[a:b])
         for bad in ext.bad:
             self.held.setdefault(bad.message.partition() or 0, _Held()).bad.append(bad)
         self.most = max(self.most, self.held_records)
@@ -304,13 +302,15 @@ class EventTimeAlign:
         self.paused -= parts
 
 
-def _runs(parts: npt.NDArray[np.int64]) -> list[tuple[int, int]]:
+def _runs(parts: list[int]) -> list[tuple[int, int]]:
     """The stretches ``[a, b)`` of a batch from one partition each (a batch is a few of them)."""
-    if parts.size == 0:
+    n = len(parts)
+    if n == 0:
         return []
-    if parts[0] == parts[-1] and bool((parts == parts[0]).all()):
-        return [(0, int(parts.size))]
-    edges = [0, *(np.flatnonzero(np.diff(parts)) + 1).tolist(), int(parts.size)]
+    if parts.count(parts[0]) == n:  # the usual batch under a backlog: one partition's fetch
+        return [(0, n)]
+    arr = np.fromiter(parts, dtype=np.int64, count=n)
+    edges = [0, *(np.flatnonzero(np.diff(arr)) + 1).tolist(), n]
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
