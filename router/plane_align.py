@@ -1,35 +1,39 @@
 """Event-time alignment of a data plane's raw partitions (``router.align_ms``).
 
 Spark reads the combiner topic in offset ranges: each micro-batch takes the same share of every combiner
-partition's backlog. What a combiner partition holds at an offset is what the router routed at that moment, so
-when the router reads one raw partition far ahead of another, each combiner partition interleaves long stretches
-of event time from different raw partitions. A micro-batch then spans more event time per key: its keys fall
-into more (window, key) pairs (more partials to shuffle), and records of one raw partition reach Spark after
-the watermark moved on with another's (late records). Reading one partition ahead is the normal case under a
-backlog: a fetch returns at least one whole record batch of the producer per partition (tens of thousands of
-small records; a broker may ignore ``max.partition.fetch.bytes`` beyond that), the consumer's queue hands them
-over one partition after the other, and a consume batch is one partition's stretch; it also happens live when
-producers write the raw partitions unevenly.
+partition's backlog. What a combiner partition holds at an offset is what the router routed at that moment, so when
+the router reads one raw partition far ahead of another, each combiner partition interleaves long stretches of
+event time from different raw partitions. A micro-batch then spans more event time per key: its keys fall into more
+(window, key) pairs (more partials to shuffle), and records of one raw partition reach Spark after the watermark
+moved on with another's (late records). Reading one partition ahead is the normal case under a backlog: a fetch
+returns at least one whole record batch of the producer per partition (tens of thousands of small records; a broker
+may ignore ``max.partition.fetch.bytes`` beyond that), the consumer's queue hands them over one partition after the
+other, and a consume batch is one partition's stretch; it also happens live when producers write the raw partitions
+unevenly.
 
-:class:`EventTimeAlign` merges the raw partitions by event time, within ``align_ms``. Each turn it adds the
-batch just consumed to the records it holds and computes the *floor*: the lowest event time reached (the newest
-record consumed) over the partitions that count -- those assigned that delivered records within the last
-``stale_s`` seconds (or were assigned within it and have records waiting). Per partition it routes the records
-up to its first one past ``floor + align_ms`` and holds the rest (they are not routed, so their offsets are not
-committed); what it routes goes out merged by event time (each partition's records keep their order). A
-partition with held records is paused (and sought to just after its last consumed record, so the consumer drops
-what it had fetched ahead) and resumed once its held records are routed. The partition at the floor never holds
-a record, so the route always advances; a partition that delivered nothing yet but has records waiting holds
-every other one back until it delivers (its event time is unknown), for at most ``stale_s``.
+:class:`EventTimeAlign` merges the raw partitions by event time, within ``align_ms``. Each turn it adds the batch
+just consumed to the records it holds and computes the *floor*: the lowest event time reached (the newest record
+consumed) over the partitions that count -- those assigned that delivered records within the last ``stale_s``
+seconds (or were assigned within it) and either have records waiting (the high watermark the consumer cached is
+above its position) or delivered within an idle grace of ``align_ms`` of wall time (at most ``stale_s``): a
+partition caught up a moment ago may be about to get the next stretch from its producers, as when producers write
+the raw partitions unevenly while the router keeps up. Per partition it routes the records up to its first one past
+``floor + align_ms`` and holds the rest (they are not routed, so their offsets are not committed); what it routes
+goes out merged by event time in slices of ``align_ms`` (each partition's records keep their order). A partition
+holding a batch's worth (``cap``, the batch size) is paused (and sought to just after its last consumed record, so
+the consumer drops what it had fetched ahead; it is fetched again after the resume) and resumed once it holds less.
+The partition at the floor never holds a record, so the route always advances; a partition that delivered nothing
+yet but has records waiting holds every other one back until it delivers (its event time is unknown), for at most
+``stale_s``.
 
-What it does not do: stall on a partition with nothing to read for more than ``stale_s`` (after that it does not
-count; under live traffic with event time close to wall-clock time the others reach ``floor + align_ms`` only
-``align_ms`` after it went quiet, so with ``stale_s`` below ``align_ms`` live routing is never held), nor keep
-more than one consume batch per partition (the pause stops the partition), nor change commits: offsets are the
-ones after the records routed, so a crash, a rebalance or an aborted transaction replays held records like any
-other uncommitted ones. A partition that delivers at or below an offset it holds was repositioned (a rebalance
-restarted it from its commit, which also clears the consumer's pause): the held records from there on are
-dropped, since they are read again.
+What it does not do: wait for a partition with nothing to read beyond the idle grace (under live traffic, with
+event time close to wall-clock time, the others reach ``floor + align_ms`` only ``align_ms`` after it went quiet,
+when the grace is over: live routing is not held), nor for one that stopped delivering with records waiting beyond
+``stale_s``, nor keep more than ``cap`` records plus one consume batch per partition, nor change commits: offsets
+are the ones after the records routed, so a crash, a rebalance or an aborted transaction replays held records like
+any other uncommitted ones. A partition that delivers at or below an offset it holds was repositioned (a rebalance
+restarted it from its commit, which also clears the consumer's pause): the held records from there on are dropped,
+since they are read again.
 """
 
 from __future__ import annotations
@@ -250,24 +254,40 @@ class EventTimeAlign:
         return now
 
     def _bound(self, consumer: Any, fresh: list[int]) -> int | None:
-        """``floor + align_ms`` over the partitions that count; ``None`` when none does."""
-        unknown = [p for p in fresh if p not in self.front]
-        waiting = [p for p, w in zip(unknown, self._waiting(consumer, unknown), strict=True) if w]
-        floor = [self.front[p] for p in fresh if p in self.front] + [_UNKNOWN] * len(waiting)
-        return min(floor) + self.align_ms if floor else None
+        """``floor + align_ms`` over the partitions that count; ``None`` when none does.
+
+        Of the partitions that delivered within ``stale_s`` (or were assigned within it), those count that have
+        records waiting, or that delivered within the idle grace (``align_ms`` of wall time, at most ``stale_s``):
+        a partition caught up a moment ago, whose producers may still be writing the next stretch. One that
+        delivered nothing yet and has records waiting counts below any event time (its own is not known yet).
+        """
+        grace = min(self.stale_s, self.align_ms / 1000)
+        now = self._clock()
+        floor: int | None = None
+        for p, waiting in zip(fresh, self._waiting(consumer, fresh), strict=True):
+            known = p in self.front
+            if waiting or (known and now - self.seen[p] <= grace):
+                t = self.front[p] if known else _UNKNOWN
+                floor = t if floor is None else min(floor, t)
+        return None if floor is None else floor + self.align_ms
 
     def _waiting(self, consumer: Any, parts: list[int]) -> list[bool]:
-        """Per partition that delivered nothing yet: whether records wait.
+        """Per partition: whether records wait to be consumed (unknown counts as waiting).
 
-        That is, the high watermark the consumer cached is above the committed offset (unknown counts as waiting).
+        That is, the high watermark the consumer cached from its fetches is above its position, or, for a
+        partition that delivered nothing since it was assigned, above the committed offset.
         """
         from confluent_kafka import TopicPartition
 
         if not parts:
             return []
         tps = [TopicPartition(self.raw_topic, p) for p in parts]
-        asked = [tp for tp in tps if tp.partition not in self.start]
-        if asked:
+        try:
+            positions = {tp.partition: tp.offset for tp in consumer.position(tps)}
+        except Exception:  # noqa: BLE001 - unknown: every partition counts
+            return [True] * len(parts)
+        asked = [tp for tp in tps if positions.get(tp.partition, -1) < 0 and tp.partition not in self.start]
+        if asked:  # nothing consumed since the assignment: the committed offset is where it starts
             with contextlib.suppress(Exception):
                 self.start.update({tp.partition: tp.offset for tp in consumer.committed(asked, timeout=5)})
         out = []
@@ -276,7 +296,9 @@ class EventTimeAlign:
                 low, high = consumer.get_watermark_offsets(tp, cached=True)
             except Exception:  # noqa: BLE001 - unknown: it counts
                 low, high = -1, -1
-            pos = self.start.get(tp.partition, -1)
+            pos = positions.get(tp.partition, -1)
+            if pos < 0:
+                pos = self.start.get(tp.partition, -1)
             out.append(high < 0 or high > (pos if pos >= 0 else max(low, 0)))
         return out
 

@@ -66,6 +66,9 @@ class Logs(Broker):
         self.seeks.append((tp.partition, tp.offset))
         self.pos[tp.partition] = tp.offset
 
+    def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(RAW, tp.partition, self.pos[tp.partition]) for tp in tps]
+
     def committed(self, tps: list[TopicPartition], timeout: float) -> list[TopicPartition]:
         return [TopicPartition(RAW, tp.partition, -1001) for tp in tps]
 
@@ -173,6 +176,19 @@ def test_a_partition_that_stops_delivering_holds_the_others_for_stale_s_only() -
     routed = {o.source for o in broker.produced}
     assert {(0, o) for o in range(3000)} <= routed  # partition 0 went on alone
     assert not broker.paused
+
+
+def test_a_caught_up_partition_holds_the_others_for_the_idle_grace_only() -> None:
+    logs = {0: [T0 + 2 * i for i in range(10)], 1: _backlog(parts=1)[0]}  # partition 0: 18 ms, then nothing
+    plane, broker, clock = _plane(logs, align_ms=500)
+    plane._batch()  # partition 0, all of it: held while partition 1 (records waiting) has no event time yet
+    plane._batch()  # partition 1's first 3 s: what lies past partition 0's 18 ms + 500 waits
+    routed = {o.source for o in broker.produced}
+    assert {(0, o) for o in range(10)} <= routed and (1, 259) in routed and (1, 260) not in routed
+    assert plane.align.holding
+    clock.now += 0.6  # partition 0 delivered nothing for longer than the grace (align_ms of wall time)
+    _drain(plane, broker, clock)
+    _everything_once(broker)
 
 
 def test_no_pause_while_partitions_stay_within_align_ms() -> None:
