@@ -19,12 +19,12 @@ above its position) or delivered within an idle grace of ``align_ms`` of wall ti
 partition caught up a moment ago may be about to get the next stretch from its producers, as when producers write
 the raw partitions unevenly while the router keeps up. Per partition it routes the records up to its first one past
 ``floor + align_ms`` and holds the rest (they are not routed, so their offsets are not committed); what it routes
-goes out merged by event time in slices of ``align_ms`` (each partition's records keep their order). A partition
-holding a batch's worth (``cap``, the batch size) is paused (and sought to just after its last consumed record, so
-the consumer drops what it had fetched ahead; it is fetched again after the resume) and resumed once it holds less.
-The partition at the floor never holds a record, so the route always advances; a partition that delivered nothing
-yet but has records waiting holds every other one back until it delivers (its event time is unknown), for at most
-``stale_s``.
+goes out merged by event time in slices of a tenth of ``align_ms`` (each partition's records keep their order). A
+partition holding a batch's worth (``cap``, the batch size) is paused (and sought to just after its last consumed
+record, so the consumer drops what it had fetched ahead; it is fetched again after the resume) and resumed once it
+holds less. The partition at the floor never holds a record, so the route always advances; a partition that
+delivered nothing yet but has records waiting holds every other one back until it delivers (its event time is
+unknown), for at most ``stale_s``.
 
 What it does not do: wait for a partition with nothing to read beyond the idle grace (under live traffic, with
 event time close to wall-clock time, the others reach ``floor + align_ms`` only ``align_ms`` after it went quiet,
@@ -57,7 +57,7 @@ log = logging.getLogger("router.dataplane")
 #: A partition that delivered nothing for this long no longer holds the others back.
 STALE_S = 2.0
 _UNKNOWN = -(1 << 62)  # the event time of a partition that delivered nothing yet: below any other
-#: At most this many slices of ``align_ms`` in the merge of one turn (a wider span gets wider slices).
+#: At most this many slices (a tenth of ``align_ms`` each) in the merge of one turn (a wider span gets wider slices).
 _MAX_SLICES = 256
 
 
@@ -209,7 +209,7 @@ class EventTimeAlign:
 
     # -- the rule --------------------------------------------------------------------------------
     def _release(self, bound: int | None) -> Extracted:
-        """The held records up to ``bound`` (all when ``None``), merged by event time in slices of ``align_ms``.
+        """The held records up to ``bound`` (all when ``None``), merged by event time in slices of ``align_ms // 10``.
 
         Per partition the records released are a prefix (offset order) up to its first record past ``bound``:
         the running maximum of its event times is non-decreasing, so that prefix is found by bisection, and so are
@@ -225,7 +225,7 @@ class EventTimeAlign:
         if len(with_records) > 1:
             lo = min(int(take[p][0][0]) for p in with_records)
             hi = max(int(take[p][0][take[p][1] - 1]) for p in with_records)
-            step = max(self.align_ms, (hi - lo) // _MAX_SLICES + 1)
+            step = max(self.align_ms // 10, (hi - lo) // _MAX_SLICES + 1, 1)
             edges = np.arange(lo + step, hi + step + 1, step, dtype=np.int64)
             bounds = {p: [0, *np.searchsorted(take[p][0][: take[p][1]], edges, side="left").tolist()]
                       for p in with_records}  # fmt: skip
