@@ -279,9 +279,8 @@ class RouteDataPlane:
             st.first_cpu = time.process_time()
         ext, limit_ms = self._extract(msgs)
         ext = self.align.admit(self.consumer, ext, self.assignment)  # held records too far ahead, merged by time
-        if not ext.keys and not ext.bad:
-            if not msgs:
-                self._complete()
+        if not ext.keys and not ext.bad:  # all held: commit what is acknowledged (no wait: the backlog goes on)
+            self._settle()
             return
         self.health.observe(ext)
         t1 = time.perf_counter()
