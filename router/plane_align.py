@@ -14,26 +14,25 @@ unevenly.
 :class:`EventTimeAlign` merges the raw partitions by event time, within ``align_ms``. Each turn it adds the batch
 just consumed to the records it holds and computes the *floor*: the lowest event time reached (the newest record
 consumed) over the partitions that count -- those assigned that delivered records within the last ``stale_s``
-seconds (or were assigned within it) and either have records waiting (the high watermark the consumer cached is
-above its position) or delivered within an idle grace of ``align_ms`` of wall time (at most ``stale_s``): a
-partition caught up a moment ago may be about to get the next stretch from its producers, as when producers write
-the raw partitions unevenly while the router keeps up. Per partition it routes the records up to its first one past
-``floor + align_ms`` and holds the rest (they are not routed, so their offsets are not committed); what it routes
-goes out merged by event time in slices of a tenth of ``align_ms`` (each partition's records keep their order). A
-partition holding a batch's worth (``cap``, the batch size) is paused (and sought to just after its last consumed
-record, so the consumer drops what it had fetched ahead; it is fetched again after the resume) and resumed once it
-holds less. The partition at the floor never holds a record, so the route always advances; a partition that
-delivered nothing yet but has records waiting holds every other one back until it delivers (its event time is
-unknown), for at most ``stale_s``.
+seconds (or were assigned within it) and have records waiting (the high watermark the consumer cached is above its
+position): a partition caught up does not count (with ``idle_grace_s`` it still counts for that long after it
+delivered, which also aligns a router that keeps up with producers writing the raw partitions unevenly, at the
+price of holding live records up to that long; off in the data plane). Per partition it routes the records up to
+its first one past ``floor + align_ms`` and holds the rest (they are not routed, so their offsets are not
+committed); what it routes goes out merged by event time in slices of a tenth of ``align_ms`` (each partition's
+records keep their order). A partition holding a batch's worth (``cap``, the batch size) is paused (and sought to
+just after its last consumed record, so the consumer drops what it had fetched ahead; it is fetched again after the
+resume) and resumed once it holds less. The partition at the floor never holds a record, so the route always
+advances; a partition that delivered nothing yet but has records waiting holds every other one back until it
+delivers (its event time is unknown), for at most ``stale_s``.
 
-What it does not do: wait for a partition with nothing to read beyond the idle grace (under live traffic, with
-event time close to wall-clock time, the others reach ``floor + align_ms`` only ``align_ms`` after it went quiet,
-when the grace is over: live routing is not held), nor for one that stopped delivering with records waiting beyond
-``stale_s``, nor keep more than ``cap`` records plus one consume batch per partition, nor change commits: offsets
-are the ones after the records routed, so a crash, a rebalance or an aborted transaction replays held records like
-any other uncommitted ones. A partition that delivers at or below an offset it holds was repositioned (a rebalance
-restarted it from its commit, which also clears the consumer's pause): the held records from there on are dropped,
-since they are read again.
+What it does not do: wait for a partition with nothing to read (live routing is held only to route records already
+waiting in a partition behind before the newer ones of another), nor for one that stopped delivering with records
+waiting beyond ``stale_s``, nor keep more than ``cap`` records plus one consume batch per partition, nor change
+commits: offsets are the ones after the records routed, so a crash, a rebalance or an aborted transaction replays
+held records like any other uncommitted ones. A partition that delivers at or below an offset it holds was
+repositioned (a rebalance restarted it from its commit, which also clears the consumer's pause): the held records
+from there on are dropped, since they are read again.
 """
 
 from __future__ import annotations
@@ -127,8 +126,10 @@ class EventTimeAlign:
         cap: int = 20_000,
         stale_s: float = STALE_S,
         clock: Callable[[], float] = time.monotonic,
+        idle_grace_s: float = 0.0,
     ) -> None:
         self.raw_topic, self.align_ms, self.cap, self.stale_s, self._clock = raw_topic, align_ms, cap, stale_s, clock
+        self.idle_grace_s = min(idle_grace_s, stale_s)
         self.held: dict[int, _Held] = {}  # raw partition -> its records consumed and not routed yet
         self.front: dict[int, int] = {}  # raw partition -> newest event time consumed from it
         self.seen: dict[int, float] = {}  # raw partition -> clock() when it last delivered (or was assigned)
@@ -257,16 +258,15 @@ class EventTimeAlign:
         """``floor + align_ms`` over the partitions that count; ``None`` when none does.
 
         Of the partitions that delivered within ``stale_s`` (or were assigned within it), those count that have
-        records waiting, or that delivered within the idle grace (``align_ms`` of wall time, at most ``stale_s``):
-        a partition caught up a moment ago, whose producers may still be writing the next stretch. One that
+        records waiting, or that delivered within ``idle_grace_s`` (a partition caught up a moment ago). One that
         delivered nothing yet and has records waiting counts below any event time (its own is not known yet).
         """
-        grace = min(self.stale_s, self.align_ms / 1000)
+        grace = self.idle_grace_s
         now = self._clock()
         floor: int | None = None
         for p, waiting in zip(fresh, self._waiting(consumer, fresh), strict=True):
             known = p in self.front
-            if waiting or (known and now - self.seen[p] <= grace):
+            if waiting or (known and grace > 0 and now - self.seen[p] <= grace):
                 t = self.front[p] if known else _UNKNOWN
                 floor = t if floor is None else min(floor, t)
         return None if floor is None else floor + self.align_ms

@@ -178,15 +178,24 @@ def test_a_partition_that_stops_delivering_holds_the_others_for_stale_s_only() -
     assert not broker.paused
 
 
+def test_a_caught_up_partition_holds_nothing_back() -> None:
+    logs = {0: [T0 + 2 * i for i in range(10)], 1: _backlog(parts=1)[0]}  # partition 0: 18 ms, then nothing
+    plane, broker, clock = _plane(logs, align_ms=500)
+    plane._batch()  # partition 0, all of it: held while partition 1 (records waiting) has no event time yet
+    plane._batch()  # partition 1's first 3 s: partition 0 is caught up, so it does not count
+    assert {o.source for o in broker.produced} == {(0, o) for o in range(10)} | {(1, o) for o in range(1500)}
+
+
 def test_a_caught_up_partition_holds_the_others_for_the_idle_grace_only() -> None:
     logs = {0: [T0 + 2 * i for i in range(10)], 1: _backlog(parts=1)[0]}  # partition 0: 18 ms, then nothing
     plane, broker, clock = _plane(logs, align_ms=500)
+    plane.align = EventTimeAlign(RAW, 500, cap=1500, clock=clock, idle_grace_s=0.5)
     plane._batch()  # partition 0, all of it: held while partition 1 (records waiting) has no event time yet
     plane._batch()  # partition 1's first 3 s: what lies past partition 0's 18 ms + 500 waits
     routed = {o.source for o in broker.produced}
     assert {(0, o) for o in range(10)} <= routed and (1, 259) in routed and (1, 260) not in routed
     assert plane.align.holding
-    clock.now += 0.6  # partition 0 delivered nothing for longer than the grace (align_ms of wall time)
+    clock.now += 0.6  # partition 0 delivered nothing for longer than the grace
     _drain(plane, broker, clock)
     _everything_once(broker)
 
