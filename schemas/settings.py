@@ -249,10 +249,11 @@ class RouterSettings(FrozenModel):
         1_000,  # measured: BENCHMARKS.md, "Router output aligned in event time"
         ge=0,
         description="merge the raw partitions a worker reads by event time, within this many ms: records of a "
-        "partition further ahead than the slowest partition that delivered in the last 2 s are held back (at most one "
-        "consume batch per partition, the partition paused meanwhile), and what is routed goes out in event-time "
-        "order, so each combiner partition fills in event-time order and Spark's micro-batches span less event time "
-        "(fewer partials, fewer late records); 0 = off (route in consume order)",
+        "partition further ahead than the slowest partition with records waiting are held back (partitions caught up, "
+        "or that delivered nothing for 2 s, hold nothing back; at most a batch's worth per partition, the partition "
+        "paused meanwhile), and what is routed goes out in event-time order, so each combiner partition fills in "
+        "event-time order and Spark's micro-batches span less event time (fewer partials, fewer late records); "
+        "0 = off (route in consume order)",
     )
     max_in_flight: int = Field(
         2,  # measured: BENCHMARKS.md, "Router pipeline"
