@@ -121,7 +121,9 @@ class RouteDataPlane:
         self._ahead_ms = route.time.max_ahead_ms  # event times above wall clock + this are dead-lettered/clamped
         self._clamp = route.time.too_far_ahead == "clamp"
         self.health = PlaneHealth(self.metrics, route.raw_topic, router.ready_stale_s)
-        self.align = EventTimeAlign(route.raw_topic, router.align_ms, router.batch_max_records)  # see plane_align
+        self.align = EventTimeAlign(  # see plane_align
+            route.raw_topic, router.align_ms, router.batch_max_records, idle_grace_s=router.align_ms / 1000
+        )
         self._stop = threading.Event()
         self.output = PlaneOutput(kafka, router, route, self.metrics, self.stats, self.health, self._stop)
         self.membership = PlaneMembership(

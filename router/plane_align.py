@@ -17,9 +17,9 @@ consumed) over the partitions that count -- those assigned that delivered record
 seconds (or were assigned within it) and have records waiting (the high watermark the consumer cached is above its
 position): a partition caught up does not count (with ``idle_grace_s`` it still counts for that long after it
 delivered, which also aligns a router that keeps up with producers writing the raw partitions unevenly, at the
-price of holding live records up to that long; off in the data plane). Per partition it routes the records up to
-its first one past ``floor + align_ms`` and holds the rest (they are not routed, so their offsets are not
-committed); what it routes goes out merged by event time in slices of a tenth of ``align_ms`` (each partition's
+price of holding live records up to that long; the data plane sets it to ``align_ms``). Per partition it routes the
+records up to its first one past ``floor + align_ms`` and holds the rest (they are not routed, so their offsets are
+not committed); what it routes goes out merged by event time in slices of a tenth of ``align_ms`` (each partition's
 records keep their order). A partition holding a batch's worth (``cap``, the batch size) is paused (and sought to
 just after its last consumed record, so the consumer drops what it had fetched ahead; it is fetched again after the
 resume) and resumed once it holds less. The partition at the floor never holds a record, so the route always

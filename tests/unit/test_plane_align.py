@@ -80,7 +80,7 @@ class Logs(Broker):
 
 
 def _plane(
-    logs: dict[int, list[int]], align_ms: int, chunk: int = 1500, cap: int = 1500
+    logs: dict[int, list[int]], align_ms: int, chunk: int = 1500, cap: int = 1500, grace: float = 0.0
 ) -> tuple[RouteDataPlane, Logs, Clock]:
     router = RouterSettings(instance_id="w1", window_metrics=False, align_ms=align_ms, batch_max_records=5000)
     route = RouteSettings(raw_topic=RAW, combiners=2, time={"source": "kafka_timestamp"})
@@ -88,7 +88,7 @@ def _plane(
     broker = Logs(plane, logs, chunk)
     plane.producer = plane.consumer = broker  # type: ignore[assignment]
     clock = Clock()
-    plane.align = EventTimeAlign(RAW, align_ms, cap=cap, clock=clock)
+    plane.align = EventTimeAlign(RAW, align_ms, cap=cap, clock=clock, idle_grace_s=grace)
     plane.membership.assignment = set(logs)
     return plane, broker, clock
 
@@ -178,7 +178,7 @@ def test_a_partition_that_stops_delivering_holds_the_others_for_stale_s_only() -
     assert not broker.paused
 
 
-def test_a_caught_up_partition_holds_nothing_back() -> None:
+def test_without_the_grace_a_caught_up_partition_holds_nothing_back() -> None:
     logs = {0: [T0 + 2 * i for i in range(10)], 1: _backlog(parts=1)[0]}  # partition 0: 18 ms, then nothing
     plane, broker, clock = _plane(logs, align_ms=500)
     plane._batch()  # partition 0, all of it: held while partition 1 (records waiting) has no event time yet
@@ -237,6 +237,15 @@ def test_a_rebalance_that_restarts_a_partition_drops_its_held_records() -> None:
     assert {(r.partition(), r.offset()) for r in rewind} == {(1, 10)}
 
 
+def test_the_data_plane_gives_a_caught_up_partition_align_ms_of_grace() -> None:
+    router = RouterSettings(instance_id="w1", align_ms=1500)
+    plane = RouteDataPlane(KafkaSettings(), router, RouteSettings(raw_topic=RAW), RouterMetrics("w1"), instance_id="w1")
+    assert plane.align.idle_grace_s == 1.5 and plane.align.cap == router.batch_max_records
+    off = RouteDataPlane(KafkaSettings(), RouterSettings(instance_id="w1"), RouteSettings(raw_topic=RAW),
+                         RouterMetrics("w1"), instance_id="w1")  # fmt: skip
+    assert not off.align.enabled
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [(-1, r"router\.align_ms: Input should be greater than or equal to 0 \(got -1\)"),
@@ -249,4 +258,4 @@ def test_align_ms_names_the_field_and_the_value(value: Any, message: str) -> Non
     with pytest.raises(ConfigError, match=message):
         SkewrouteSettings.load(router={"align_ms": value})
     assert SkewrouteSettings.load(router={"align_ms": 0}).router.align_ms == 0
-    assert SkewrouteSettings.load().router.align_ms == 1000
+    assert SkewrouteSettings.load().router.align_ms == 0  # off by default
