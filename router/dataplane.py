@@ -64,6 +64,7 @@ from connectors.kafka import make_consumer, make_producer
 from router.extract import BadRecord, Extracted, Extractor, RawMessage
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
 from router.partitioners import Partitioner
+from router.plane_align import EventTimeAlign
 from router.plane_health import PlaneHealth
 from router.plane_output import PlaneOutput
 from router.plane_parts import (
@@ -120,6 +121,9 @@ class RouteDataPlane:
         self._ahead_ms = route.time.max_ahead_ms  # event times above wall clock + this are dead-lettered/clamped
         self._clamp = route.time.too_far_ahead == "clamp"
         self.health = PlaneHealth(self.metrics, route.raw_topic, router.ready_stale_s)
+        self.align = EventTimeAlign(  # see plane_align
+            route.raw_topic, router.align_ms, router.batch_max_records, idle_grace_s=router.align_ms / 1000
+        )
         self._stop = threading.Event()
         self.output = PlaneOutput(kafka, router, route, self.metrics, self.stats, self.health, self._stop)
         self.membership = PlaneMembership(
@@ -257,7 +261,7 @@ class RouteDataPlane:
         msgs = self.consumer.consume(self.router.batch_max_records, self.router.batch_timeout_ms / 1000)
         self.health.looped()
         self.health.sample(self.consumer, self.assignment)
-        if not msgs:
+        if not msgs and not (self.align.holding or self.align.paused):
             self._complete()  # idle: finish the batches in flight now
             return
         t0 = time.perf_counter()
@@ -276,12 +280,17 @@ class RouteDataPlane:
             st.first_consumed = time.monotonic()
             st.first_cpu = time.process_time()
         ext, limit_ms = self._extract(msgs)
+        ext = self.align.admit(self.consumer, ext, self.assignment)  # held records too far ahead, merged by time
+        if not ext.keys and not ext.bad:  # all held: commit what is acknowledged (no wait: the backlog goes on)
+            self._settle()
+            return
         self.health.observe(ext)
         t1 = time.perf_counter()
         combiners = self._assign(ext, limit_ms)
         batch = PendingBatch(
-            next_offsets(self.route.raw_topic, ext), len(msgs), len(ext), len(ext.bad), t0, time.monotonic()
-        )
+            next_offsets(self.route.raw_topic, ext), len(ext) + len(ext.bad), len(ext), len(ext.bad), t0,
+            time.monotonic(),
+        )  # fmt: skip
         t2 = time.perf_counter()
         self._settle()  # commit what is acknowledged; wait only when max_in_flight batches are out
         t3 = time.perf_counter()
@@ -289,7 +298,7 @@ class RouteDataPlane:
             if self.output.transact(ext, combiners, batch):
                 self._done(batch)
             else:
-                self.membership.rewind(self.consumer, msgs)
+                self.membership.rewind(self.consumer, self.align.rewound(ext, msgs))
         else:
             self.output.hand_over(ext, combiners, batch)
         st.extract_s += t1 - t0

@@ -245,6 +245,16 @@ class RouterSettings(FrozenModel):
     )
     batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
     batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
+    align_ms: int = Field(
+        0,  # off until its effect on live latency is settled; 1000 measured: BENCHMARKS.md, "Router output aligned ..."
+        ge=0,
+        description="merge the raw partitions a worker reads by event time, within this many ms: records of a "
+        "partition further ahead than the slowest partition with records waiting, or caught up less than align_ms of "
+        "wall time ago, are held back (one that delivered nothing for 2 s holds nothing back; at most a batch's worth "
+        "per partition, the partition paused meanwhile), and what is routed goes out in event-time order, so each "
+        "combiner partition fills in event-time order and Spark's micro-batches span less event time (fewer "
+        "partials, fewer late records); 0 = off (route in consume order)",
+    )
     max_in_flight: int = Field(
         2,  # measured: BENCHMARKS.md, "Router pipeline"
         ge=1,

@@ -1,0 +1,358 @@
+"""Event-time alignment of a data plane's raw partitions (``router.align_ms``).
+
+Spark reads the combiner topic in offset ranges: each micro-batch takes the same share of every combiner
+partition's backlog. What a combiner partition holds at an offset is what the router routed at that moment, so when
+the router reads one raw partition far ahead of another, each combiner partition interleaves long stretches of
+event time from different raw partitions. A micro-batch then spans more event time per key: its keys fall into more
+(window, key) pairs (more partials to shuffle), and records of one raw partition reach Spark after the watermark
+moved on with another's (late records). Reading one partition ahead is the normal case under a backlog: a fetch
+returns at least one whole record batch of the producer per partition (tens of thousands of small records; a broker
+may ignore ``max.partition.fetch.bytes`` beyond that), the consumer's queue hands them over one partition after the
+other, and a consume batch is one partition's stretch; it also happens live when producers write the raw partitions
+unevenly.
+
+:class:`EventTimeAlign` merges the raw partitions by event time, within ``align_ms``. Each turn it adds the batch
+just consumed to the records it holds and computes the *floor*: the lowest event time reached (the newest record
+consumed) over the partitions that count -- those assigned that delivered records within the last ``stale_s``
+seconds (or were assigned within it) and have records waiting (the high watermark the consumer cached is above its
+position): a partition caught up does not count (with ``idle_grace_s`` it still counts for that long after it
+delivered, which also aligns a router that keeps up with producers writing the raw partitions unevenly, at the
+price of holding live records up to that long; the data plane sets it to ``align_ms``). Per partition it routes the
+records up to its first one past ``floor + align_ms`` and holds the rest (they are not routed, so their offsets are
+not committed); what it routes goes out merged by event time in slices of a tenth of ``align_ms`` (each partition's
+records keep their order). A partition holding a batch's worth (``cap``, the batch size) is paused (and sought to
+just after its last consumed record, so the consumer drops what it had fetched ahead; it is fetched again after the
+resume) and resumed once it holds less. The partition at the floor never holds a record, so the route always
+advances; a partition that delivered nothing yet but has records waiting holds every other one back until it
+delivers (its event time is unknown), for at most ``stale_s``.
+
+What it does not do: wait for a partition with nothing to read (live routing is held only to route records already
+waiting in a partition behind before the newer ones of another), nor for one that stopped delivering with records
+waiting beyond ``stale_s``, nor keep more than ``cap`` records plus one consume batch per partition, nor change
+commits: offsets are the ones after the records routed, so a crash, a rebalance or an aborted transaction replays
+held records like any other uncommitted ones. A partition that delivers at or below an offset it holds was
+repositioned (a rebalance restarted it from its commit, which also clears the consumer's pause): the held records
+from there on are dropped, since they are read again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from router.extract import BadRecord, Extracted, SourceRecord
+
+__all__ = ["STALE_S", "EventTimeAlign"]
+
+log = logging.getLogger("router.dataplane")
+
+#: A partition that delivered nothing for this long no longer holds the others back.
+STALE_S = 2.0
+_UNKNOWN = -(1 << 62)  # the event time of a partition that delivered nothing yet: below any other
+#: At most this many slices (a tenth of ``align_ms`` each) in the merge of one turn (a wider span gets wider slices).
+_MAX_SLICES = 256
+
+
+class _Held:
+    """One raw partition's records consumed and not routed yet, in offset order."""
+
+    __slots__ = ("bad", "keys", "measures", "offsets", "times", "ts", "values")
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.times: list[int] = []
+        self.measures: list[float | None] = []
+        self.values: list[bytes] = []
+        self.offsets: list[int] = []
+        self.ts: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.bad: list[BadRecord] = []
+
+    def __len__(self) -> int:
+        return len(self.keys) + len(self.bad)
+
+    def add(self, ext: Extracted, a: int, b: int, ts: npt.NDArray[np.int64]) -> None:
+        """Append ``ext``'s records ``a:b`` (all of this partition; ``ts``: their event times)."""
+        self.keys += ext.keys[a:b]
+        self.times += ext.times[a:b]
+        self.measures += ext.measures[a:b]
+        self.values += ext.values[a:b]
+        self.offsets += ext.offsets[a:b]
+        self.ts = np.concatenate([self.ts, ts]) if self.ts.size else ts
+
+    def first(self) -> int | None:
+        """The lowest offset held (good or bad record)."""
+        firsts = ([self.offsets[0]] if self.offsets else []) + [b.message.offset() or 0 for b in self.bad]
+        return min(firsts) if firsts else None
+
+    def last(self) -> int | None:
+        """The highest offset held (good or bad record)."""
+        lasts = ([self.offsets[-1]] if self.offsets else []) + [b.message.offset() or 0 for b in self.bad]
+        return max(lasts) if lasts else None
+
+    def drop_from(self, offset: int) -> None:
+        """Forget the records at or after ``offset`` (they will be read again)."""
+        k = bisect.bisect_left(self.offsets, offset)
+        self.keys, self.times, self.measures = self.keys[:k], self.times[:k], self.measures[:k]
+        self.values, self.offsets, self.ts = self.values[:k], self.offsets[:k], self.ts[:k]
+        self.bad = [b for b in self.bad if (b.message.offset() or 0) < offset]
+
+    def take(self, k: int) -> tuple[list[BadRecord], int]:
+        """Keep records ``k:`` and the bad records after record ``k``; the bad records taken and the cut offset."""
+        cut = self.offsets[k] if k < len(self.offsets) else 1 << 62
+        taken = [b for b in self.bad if (b.message.offset() or 0) < cut]
+        self.bad = [b for b in self.bad if (b.message.offset() or 0) >= cut]
+        self.keys, self.times, self.measures = self.keys[k:], self.times[k:], self.measures[k:]
+        self.values, self.offsets, self.ts = self.values[k:], self.offsets[k:], self.ts[k:]
+        return taken, cut
+
+
+class EventTimeAlign:
+    """The alignment rule of one data plane (see the module docstring); ``align_ms <= 0`` turns it off.
+
+    ``cap`` is the number of records a partition may hold before it is paused (the batch size).
+    """
+
+    def __init__(
+        self,
+        raw_topic: str,
+        align_ms: int,
+        cap: int = 20_000,
+        stale_s: float = STALE_S,
+        clock: Callable[[], float] = time.monotonic,
+        idle_grace_s: float = 0.0,
+    ) -> None:
+        self.raw_topic, self.align_ms, self.cap, self.stale_s, self._clock = raw_topic, align_ms, cap, stale_s, clock
+        self.idle_grace_s = min(idle_grace_s, stale_s)
+        self.held: dict[int, _Held] = {}  # raw partition -> its records consumed and not routed yet
+        self.front: dict[int, int] = {}  # raw partition -> newest event time consumed from it
+        self.seen: dict[int, float] = {}  # raw partition -> clock() when it last delivered (or was assigned)
+        self.start: dict[int, int] = {}  # raw partition -> committed offset when assigned (-1: none)
+        self.paused: set[int] = set()
+        self.pauses = 0  # partitions paused so far
+        self.most = 0  # the most records held at once
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the rule runs."""
+        return self.align_ms > 0
+
+    @property
+    def holding(self) -> bool:
+        """Whether records are held (a turn with nothing consumed may still route some)."""
+        return bool(self.held)
+
+    @property
+    def held_records(self) -> int:
+        """Records held now."""
+        return sum(len(h) for h in self.held.values())
+
+    def admit(self, consumer: Any, ext: Extracted, assignment: set[int]) -> Extracted:
+        """The records to route this turn (``ext`` just consumed, plus held ones); pauses and resumes partitions."""
+        if not self.enabled:
+            return ext
+        now = self._track(assignment)
+        runs = _runs(ext.partitions)
+        delivered: dict[int, int] = {}
+        for a, _ in runs:
+            delivered.setdefault(ext.partitions[a], ext.offsets[a])  # offsets ascend per partition
+        for bad in ext.bad:
+            p, o = bad.message.partition() or 0, bad.message.offset() or 0
+            delivered[p] = min(o, delivered.get(p, o))
+        for p, o in delivered.items():
+            self.seen[p] = now
+            h = self.held.get(p)
+            last = h.last() if h is not None else None
+            if h is not None and last is not None and o <= last:  # repositioned (a rebalance): read again
+                h.drop_from(o)
+                self.front.pop(p, None)
+        times = np.fromiter(ext.times, dtype=np.int64, count=len(ext.times))
+        for a, b in runs:
+            t, p = int(times[a:b].max()), ext.partitions[a]
+            self.front[p] = max(t, self.front.get(p, t))
+        fresh = [p for p in sorted(assignment) if now - self.seen[p] <= self.stale_s]
+        known = [self.front[p] for p in fresh if p in self.front]
+        spread = max(known) - min(known) if known else 0
+        if not self.held and not self.paused and len(known) == len(fresh) and spread <= self.align_ms:
+            return ext  # nothing to hold, nothing to resume: the batch as consumed
+        for a, b in runs:
+            self.held.setdefault(ext.partitions[a], _Held()).add(ext, a, b, times[a:b])
+        for bad in ext.bad:
+            self.held.setdefault(bad.message.partition() or 0, _Held()).bad.append(bad)
+        self.most = max(self.most, self.held_records)
+        out = self._release(self._bound(consumer, fresh))
+        self.held = {p: h for p, h in self.held.items() if len(h)}
+        full = {p: h.last() or 0 for p, h in self.held.items() if len(h) >= self.cap}
+        # pause what holds a batch's worth (again if it delivered while paused: a rebalance cleared the pause)
+        self._pause(consumer, {p: o for p, o in full.items() if p not in self.paused or p in delivered})
+        self._resume(consumer, self.paused - set(full))
+        return out
+
+    def rewound(self, ext: Extracted, msgs: list[Any]) -> list[Any]:
+        """A batch was not committed and is read again: where to seek each partition; held records are dropped.
+
+        The positions are the first offsets, per partition, of the batch's records, of ``msgs`` (just consumed)
+        and of the held records (for :meth:`router.plane_rebalance.PlaneMembership.rewind`).
+        """
+        first = _first_offsets(ext)
+        for p, o in [(m.partition() or 0, m.offset() or 0) for m in msgs] + [
+            (p, o) for p, o in ((p, h.first()) for p, h in self.held.items()) if o is not None
+        ]:
+            first[p] = min(o, first.get(p, o))
+        self.held = {}
+        return [SourceRecord(self.raw_topic, p, o, None, None) for p, o in first.items()]
+
+    # -- the rule --------------------------------------------------------------------------------
+    def _release(self, bound: int | None) -> Extracted:
+        """The held records up to ``bound`` (all when ``None``), merged by event time in slices of ``align_ms // 10``.
+
+        Per partition the records released are a prefix (offset order) up to its first record past ``bound``:
+        the running maximum of its event times is non-decreasing, so that prefix is found by bisection, and so are
+        the slices the merge interleaves (each partition's records keep their order).
+        """
+        take: dict[int, tuple[npt.NDArray[np.int64], int]] = {}
+        for p, h in self.held.items():
+            cm = np.maximum.accumulate(h.ts) if h.ts.size else h.ts
+            k = int(np.searchsorted(cm, bound, side="right")) if bound is not None else int(cm.size)
+            take[p] = (cm, k)
+        out = Extracted()
+        with_records = [p for p, (_, k) in take.items() if k > 0]
+        if len(with_records) > 1:
+            lo = min(int(take[p][0][0]) for p in with_records)
+            hi = max(int(take[p][0][take[p][1] - 1]) for p in with_records)
+            step = max(self.align_ms // 10, (hi - lo) // _MAX_SLICES + 1, 1)
+            edges = np.arange(lo + step, hi + step + 1, step, dtype=np.int64)
+            bounds = {p: [0, *np.searchsorted(take[p][0][: take[p][1]], edges, side="left").tolist()]
+                      for p in with_records}  # fmt: skip
+            for j in range(len(edges)):
+                for p in with_records:
+                    a, b = bounds[p][j], bounds[p][j + 1]
+                    if b > a:
+                        _extend(out, self.held[p], a, b, p)
+        elif with_records:
+            p = with_records[0]
+            _extend(out, self.held[p], 0, take[p][1], p)
+        for p, (_, k) in take.items():
+            bad, _ = self.held[p].take(k)
+            out.bad += bad
+        return out
+
+    def _track(self, assignment: set[int]) -> float:
+        """Forget partitions no longer assigned (their pause and held records went with them); note new ones."""
+        now = self._clock()
+        for d in (self.front, self.seen, self.start, self.held):
+            for p in [p for p in d if p not in assignment]:
+                del d[p]
+        self.paused &= assignment
+        for p in assignment:
+            self.seen.setdefault(p, now)  # assigned now: it counts (if records wait) for stale_s before delivering
+        return now
+
+    def _bound(self, consumer: Any, fresh: list[int]) -> int | None:
+        """``floor + align_ms`` over the partitions that count; ``None`` when none does.
+
+        Of the partitions that delivered within ``stale_s`` (or were assigned within it), those count that have
+        records waiting, or that delivered within ``idle_grace_s`` (a partition caught up a moment ago). One that
+        delivered nothing yet and has records waiting counts below any event time (its own is not known yet).
+        """
+        grace = self.idle_grace_s
+        now = self._clock()
+        floor: int | None = None
+        for p, waiting in zip(fresh, self._waiting(consumer, fresh), strict=True):
+            known = p in self.front
+            if waiting or (known and grace > 0 and now - self.seen[p] <= grace):
+                t = self.front[p] if known else _UNKNOWN
+                floor = t if floor is None else min(floor, t)
+        return None if floor is None else floor + self.align_ms
+
+    def _waiting(self, consumer: Any, parts: list[int]) -> list[bool]:
+        """Per partition: whether records wait to be consumed (unknown counts as waiting).
+
+        That is, the high watermark the consumer cached from its fetches is above its position, or, for a
+        partition that delivered nothing since it was assigned, above the committed offset.
+        """
+        from confluent_kafka import TopicPartition
+
+        if not parts:
+            return []
+        tps = [TopicPartition(self.raw_topic, p) for p in parts]
+        try:
+            positions = {tp.partition: tp.offset for tp in consumer.position(tps)}
+        except Exception:  # noqa: BLE001 - unknown: every partition counts
+            return [True] * len(parts)
+        asked = [tp for tp in tps if positions.get(tp.partition, -1) < 0 and tp.partition not in self.start]
+        if asked:  # nothing consumed since the assignment: the committed offset is where it starts
+            with contextlib.suppress(Exception):
+                self.start.update({tp.partition: tp.offset for tp in consumer.committed(asked, timeout=5)})
+        out = []
+        for tp in tps:
+            try:
+                low, high = consumer.get_watermark_offsets(tp, cached=True)
+            except Exception:  # noqa: BLE001 - unknown: it counts
+                low, high = -1, -1
+            pos = positions.get(tp.partition, -1)
+            if pos < 0:
+                pos = self.start.get(tp.partition, -1)
+            out.append(high < 0 or high > (pos if pos >= 0 else max(low, 0)))
+        return out
+
+    def _pause(self, consumer: Any, last: dict[int, int]) -> None:
+        """Pause the partitions holding records; the consumer drops what it fetched past ``last[p]``."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        for p, o in last.items():
+            tp = TopicPartition(self.raw_topic, p, o + 1)
+            with contextlib.suppress(KafkaException):  # no longer ours: its new owner starts from the commit
+                consumer.pause([tp])
+                consumer.seek(tp)
+            self.paused.add(p)
+            self.pauses += 1
+
+    def _resume(self, consumer: Any, parts: set[int]) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        if not parts:
+            return
+        with contextlib.suppress(KafkaException):
+            consumer.resume([TopicPartition(self.raw_topic, p) for p in sorted(parts)])
+        self.paused -= parts
+
+
+def _runs(parts: list[int]) -> list[tuple[int, int]]:
+    """The stretches ``[a, b)`` of a batch from one partition each (a batch is a few of them)."""
+    n = len(parts)
+    if n == 0:
+        return []
+    if parts.count(parts[0]) == n:  # the usual batch under a backlog: one partition's fetch
+        return [(0, n)]
+    arr = np.fromiter(parts, dtype=np.int64, count=n)
+    edges = [0, *(np.flatnonzero(np.diff(arr)) + 1).tolist(), n]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _extend(out: Extracted, h: _Held, a: int, b: int, p: int) -> None:
+    out.keys += h.keys[a:b]
+    out.times += h.times[a:b]
+    out.measures += h.measures[a:b]
+    out.values += h.values[a:b]
+    out.partitions += [p] * (b - a)
+    out.offsets += h.offsets[a:b]
+
+
+def _first_offsets(ext: Extracted) -> dict[int, int]:
+    """The lowest offset per partition of a batch's records (good and bad)."""
+    first: dict[int, int] = {}
+    for p, o in zip(ext.partitions, ext.offsets, strict=True):
+        if o < first.get(p, o + 1):
+            first[p] = o
+    for b in ext.bad:
+        p, o = b.message.partition() or 0, b.message.offset() or 0
+        if o < first.get(p, o + 1):
+            first[p] = o
+    return first
