@@ -58,7 +58,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from connectors.kafka import make_consumer, make_producer
 from router.extract import BadRecord, Extracted, Extractor, RawMessage
@@ -222,9 +222,9 @@ class RouteDataPlane:
         self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf)
         self.consumer.subscribe(
             [self.route.raw_topic],
-            on_assign=self.membership.on_assign,
-            on_revoke=self.membership.on_revoke,
-            on_lost=self.membership.on_lost,
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
         )
         log.info(
             "route %s: consuming %s in group %s (%s, %s)",
@@ -235,6 +235,19 @@ class RouteDataPlane:
             self.router.delivery,
             extra={"route": self.route.route_name, "instance": self.instance_id},
         )
+
+    # the rebalance callbacks (inside consume()): the alignment forgets the partitions, the membership does the rest
+    def _on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        self.align.forget([tp.partition for tp in parts])
+        self.membership.on_assign(consumer, parts)
+
+    def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        self.membership.on_revoke(consumer, parts)  # commits the batches in flight first (held records are not)
+        self.align.forget([tp.partition for tp in parts])
+
+    def _on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        self.membership.on_lost(consumer, parts)
+        self.align.forget([tp.partition for tp in parts])
 
     def _close(self) -> None:
         self._run_calls()

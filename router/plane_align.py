@@ -194,6 +194,19 @@ class EventTimeAlign:
         self._resume(consumer, self.paused - set(full))
         return out
 
+    def forget(self, parts: list[int]) -> None:
+        """Partitions were assigned, revoked or lost: drop what is held of them, and their pause and positions.
+
+        Whatever the rebalance, a partition held here is read again from the group's committed offset (by this
+        worker or its new owner), so its held records must never be routed after it: under ``exactly_once`` they
+        would be routed twice and their offsets committed past a position read again. (An eager rebalance revokes
+        and assigns the same partitions inside one ``consume()``: the assignment looks unchanged afterwards.)
+        """
+        for p in parts:
+            for d in (self.held, self.front, self.seen, self.start):
+                d.pop(p, None)
+        self.paused -= set(parts)
+
     def rewound(self, ext: Extracted, msgs: list[Any]) -> list[Any]:
         """A batch was not committed and is read again: where to seek each partition; held records are dropped.
 

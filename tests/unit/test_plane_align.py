@@ -259,3 +259,23 @@ def test_align_ms_names_the_field_and_the_value(value: Any, message: str) -> Non
         SkewrouteSettings.load(router={"align_ms": value})
     assert SkewrouteSettings.load(router={"align_ms": 0}).router.align_ms == 0
     assert SkewrouteSettings.load().router.align_ms == 0  # off by default
+
+
+def test_a_rebalance_callback_drops_the_held_records_of_its_partitions() -> None:
+    """Revoked and assigned again inside one consume() (eager): the assignment looks the same afterwards, but the
+    partition restarts from its commit, so what was held of it must never be routed (exactly_once: twice)."""
+    plane, broker, clock = _plane(_backlog(parts=2, records=3000), align_ms=100, chunk=1500, cap=1500)
+    for _ in range(3):
+        clock.now += 0.01
+        plane._batch()
+    held = sorted(plane.align.held)
+    assert held  # one partition ran ahead: its records are held
+    calls: list[str] = []
+    plane.membership.on_revoke = lambda c, parts: calls.append("revoke")  # type: ignore[method-assign]
+    plane.membership.on_assign = lambda c, parts: calls.append("assign")  # type: ignore[method-assign]
+    tps = [TopicPartition(RAW, p) for p in sorted(broker.logs)]
+    plane._on_revoke(broker, tps)
+    plane._on_assign(broker, tps)
+    assert calls == ["revoke", "assign"]
+    assert not plane.align.holding and not plane.align.paused
+    assert all(p not in plane.align.front for p in held)
