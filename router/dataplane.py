@@ -121,6 +121,7 @@ class RouteDataPlane:
         self._ahead_ms = route.time.max_ahead_ms  # event times above wall clock + this are dead-lettered/clamped
         self._clamp = route.time.too_far_ahead == "clamp"
         self.health = PlaneHealth(self.metrics, route.raw_topic, router.ready_stale_s)
+        self._pauses_seen = 0  # align.pauses already counted in the metrics
         self.align = EventTimeAlign(  # see plane_align
             route.raw_topic, router.align_ms, router.batch_max_records, idle_grace_s=router.align_ms / 1000
         )
@@ -294,6 +295,10 @@ class RouteDataPlane:
             st.first_cpu = time.process_time()
         ext, limit_ms = self._extract(msgs)
         ext = self.align.admit(self.consumer, ext, self.assignment)  # held records too far ahead, merged by time
+        if self.align.enabled:
+            self.metrics.aligned_held.set(self.align.held_records)
+            self.metrics.aligned_pauses.inc(self.align.pauses - self._pauses_seen)
+            self._pauses_seen = self.align.pauses
         if not ext.keys and not ext.bad:  # all held: commit what is acknowledged (no wait: the backlog goes on)
             self._settle()
             return

@@ -103,6 +103,14 @@ class RouterMetrics:
             "skewroute_dropped_batches", "batches dropped uncommitted because their partitions were lost", lbl,
             registry=r,
         )  # fmt: skip
+        self.aligned_held = Gauge(
+            "skewroute_aligned_held_records", "raw records held back by router.align_ms (consumed, not routed)", lbl,
+            registry=r,
+        )  # fmt: skip
+        self.aligned_pauses = Counter(
+            "skewroute_aligned_pauses", "raw partitions paused by router.align_ms (a batch's worth held)", lbl,
+            registry=r,
+        )  # fmt: skip
 
     def route(self, name: str, partitioner: str, combiners: int) -> RouteMetrics:
         """The pre-labelled metrics of one route."""
@@ -141,6 +149,8 @@ class RouteMetrics:
         self.last_commit_age = m.last_commit_age.labels(route)
         self.commit_failures = m.commit_failures.labels(route)
         self.dropped_batches = m.dropped_batches.labels(route)
+        self.aligned_held = m.aligned_held.labels(route)
+        self.aligned_pauses = m.aligned_pauses.labels(route)
 
     def partition_lag(self, partition: int, lag: int) -> None:
         """Set one raw partition's consumer lag."""

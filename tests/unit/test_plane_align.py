@@ -279,3 +279,18 @@ def test_a_rebalance_callback_drops_the_held_records_of_its_partitions() -> None
     assert calls == ["revoke", "assign"]
     assert not plane.align.holding and not plane.align.paused
     assert all(p not in plane.align.front for p in held)
+
+
+def test_the_route_metrics_count_pauses_and_show_the_records_held() -> None:
+    plane, broker, clock = _plane(_backlog(parts=3), align_ms=100, chunk=1000, cap=500)
+    held = []
+    for _ in range(4):
+        clock.now += 0.01
+        plane._batch()
+        held.append(plane.metrics.aligned_held._value.get())  # type: ignore[attr-defined]
+    assert max(held) > 0 and held[-1] == plane.align.held_records
+    _drain(plane, broker, clock)
+    _everything_once(broker)
+    assert plane.align.pauses > 0
+    assert plane.metrics.aligned_pauses._value.get() == plane.align.pauses  # type: ignore[attr-defined]
+    assert plane.metrics.aligned_held._value.get() == 0  # type: ignore[attr-defined]
