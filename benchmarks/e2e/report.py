@@ -255,10 +255,13 @@ def _warm_line(doc: dict[str, Any]) -> list[str]:
     rates = ", ".join(_f(r) for r in w.get("rates", [])) or "none"
     how = "settled" if w.get("settled") else "**not settled**: the first configuration may still pay warm-up"
     fail = f" (failed: {w['error'].splitlines()[0][:200]})" if w.get("error") else ""
+    others = w.get("configs") or {}
+    then = (" Then one pass of each other configuration (" + ", ".join(f"{c} {_f(r)}" for c, r in others.items())
+            + " rec/s): the first pass of each plan is slower than its later ones.") if others else ""  # fmt: skip
     return [
         f"Warm-up (unreported): direct backlog passes of {w['records']:,} records at n = {w['n']}, drained at "
         f"{rates} rec/s -- {how} (two consecutive passes within {w['tolerance']:.0%}){fail}. A cold session made "
-        "the first configuration (direct) look ~2x slower than it is.",
+        f"the first configuration (direct) look ~2x slower than it is.{then}",
         "",
     ]
 

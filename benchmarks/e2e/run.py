@@ -23,6 +23,10 @@ routing. Therefore:
 - the warm-up is a direct backlog pass of the measured size, on the first ``n``, repeated until two
   consecutive passes drain within ``warm_tolerance`` of each other (at most ``warm_passes``); its rates are in
   ``result.json`` (``warm_up``) and the report;
+- then one unreported backlog pass of every other configuration (``warm_up.configs``): each plan (the routed
+  topic and its decoding, the split reader) has code of its own to compile, and without that pass whichever
+  configuration ran first after the direct passes drained 20-30 % slower than later in the session (n = 2, heavy
+  profile, 2026-11-26: Dalton 1.27x direct measured after direct, 0.81x measured before it);
 - after the other configurations of an ``n``, direct's backlog is measured once more (``recheck``); the
   report shows both rates and their drift, the noise floor of every ratio against direct.
 """
@@ -285,6 +289,16 @@ def _warm_up(spark: Any, opts: E2EOptions, prefix: str, folder: Path, bootstrap:
             doc["jvm_rate"] = run_one(spark, spec, data, procs, 0.0)["spark"]["steady_rate"]
         except SkewrouteError as exc:
             log.warning("JVM-source warm-up pass failed: %s", exc)
+    doc["configs"] = {}
+    for config in [c for c in dict.fromkeys(opts.configs) if c not in ("direct", session_config(opts.configs))]:
+        spec = RunSpec(config, opts.combiners[0], "backlog", f"{prefix}-warm-{config}",
+                       folder / "warm-up" / config, bootstrap, opts)  # fmt: skip
+        try:
+            doc["configs"][config] = run_one(spark, spec, data, procs, 0.0)["spark"]["steady_rate"]
+        except SkewrouteError as exc:
+            log.warning("%s warm-up pass failed: %s", config, exc)
+        else:
+            log.info("warm-up pass of %s: %s records/s", config, doc["configs"][config])
     return doc
 
 

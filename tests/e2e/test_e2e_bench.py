@@ -78,6 +78,9 @@ def _check(doc: dict[str, Any], out: Path, configs: tuple[str, ...]) -> None:
     assert {g["goal"].split(":")[0] for g in doc["goals"]} == {f"n={r['n']}" for r in runs}
     # the warm-up pass ran (unreported) and direct was measured again after the others (the drift control)
     assert len(doc["warm_up"]["rates"]) == 1 and doc["warm_up"]["rates"][0] > 0
+    # then one unreported pass of every other configuration, so none is measured with a cold plan
+    assert set(doc["warm_up"]["configs"]) == {c for c in configs if c != "direct"}
+    assert all(rate > 0 for rate in doc["warm_up"]["configs"].values())
     if "direct" in configs:
         (again,) = doc["rechecks"]
         assert again["exact"] and again["again_rate"] > 0 and again["drift"] is not None

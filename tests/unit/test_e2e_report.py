@@ -15,6 +15,8 @@ def test_warm_line_lists_the_passes_and_whether_they_settled() -> None:
     assert "**not settled**" in _warm_line(doc)[0]
     assert "Warm-up: none" in _warm_line({"warm_up": {"records": 0}})[0]
     assert "Warm-up: none" in _warm_line({})[0]  # a result.json from before the warm-up record
+    doc["warm_up"]["configs"] = {"dalton": 30_175.0, "direct-split": 26_848.0}
+    assert "Then one pass of each other configuration (dalton 30,175, direct-split 26,848 rec/s)" in _warm_line(doc)[0]
 
 
 def test_recheck_line_states_the_drift_of_direct() -> None:
