@@ -12,6 +12,11 @@ Never back in time: a sink task waits for every delivery report for longer than 
 its own can still be retried. It then purges the pooled producer and drops it: nothing of a failed attempt
 stays queued to land after the retry's newer values. ``batch_id`` lets a reader order values explicitly.
 
+Stopping mid-batch: Spark tells a stop from a failure by matching the text of the error ``foreachBatch`` raised
+against a regular expression that recurses once per character; on a Java stack trace (a few KB) it overflows
+the stream thread's stack. So an interrupted action is re-raised as one line that the expression still
+recognises (:func:`interrupted_in_one_line`).
+
 Parquet: Spark's file sink (exactly-once through its own commit log); output mode ``append`` only.
 """
 
@@ -30,7 +35,15 @@ from schemas.settings import RouteSettings
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["attach_sink", "flush_wait_s", "producer_conf", "result_key", "results_json", "results_topic_spec"]
+__all__ = [
+    "attach_sink",
+    "flush_wait_s",
+    "interrupted_in_one_line",
+    "producer_conf",
+    "result_key",
+    "results_json",
+    "results_topic_spec",
+]
 
 
 def result_key(window_start_ms: int, window_end_ms: int, key: str) -> bytes:
@@ -140,6 +153,34 @@ def _produce_batches(conf: dict[str, Any], topic: str) -> Callable[[Iterator[pa.
     return produce
 
 
+#: The Java exceptions by which Spark recognises an action interrupted because the query is stopping.
+INTERRUPTIONS = (
+    "java.lang.InterruptedException",
+    "java.io.InterruptedIOException",
+    "java.nio.channels.ClosedByInterruptException",
+)
+
+
+class ActionInterrupted(RuntimeError):
+    """A ``foreachBatch`` action interrupted by the query's stop, in one line Spark recognises as a stop."""
+
+
+def interrupted_in_one_line(exc: BaseException) -> ActionInterrupted | None:
+    """``exc`` (a ``Py4JJavaError``) as one line if its Java exception is an interruption, else ``None``.
+
+    Spark's test (``StreamExecution.PROXY_ERROR``) wants the Py4J error's heading, then the Java class name;
+    nothing of the stack trace is needed, and its length is what overflows the test.
+    """
+    java = getattr(exc, "java_exception", None)
+    try:
+        name = str(java.getClass().getName()) if java is not None else ""
+    except Exception:  # the JVM is going away: keep the original error
+        return None
+    if name not in INTERRUPTIONS:
+        return None
+    return ActionInterrupted(f"py4j.protocol.Py4JJavaError: An error occurred while calling an action: {name}")
+
+
 def kafka_batch_writer(conf: dict[str, Any], topic: str) -> Callable[[DataFrame, int], None]:
     """A ``foreachBatch`` function writing a micro-batch's updated aggregates to ``topic``.
 
@@ -150,7 +191,15 @@ def kafka_batch_writer(conf: dict[str, Any], topic: str) -> Callable[[DataFrame,
     produce = _produce_batches(conf, topic)
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        results_json(batch, batch_id).mapInArrow(produce, "sent long").collect()  # the only action: runs once
+        from py4j.protocol import Py4JJavaError
+
+        try:
+            results_json(batch, batch_id).mapInArrow(produce, "sent long").collect()  # the only action: runs once
+        except Py4JJavaError as exc:
+            short = interrupted_in_one_line(exc)
+            if short is None:
+                raise
+            raise short from None
 
     return write
 

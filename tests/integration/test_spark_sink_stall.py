@@ -1,9 +1,11 @@
 """The Kafka results sink when its broker stalls mid-batch: never an older value after a newer one.
 
-A dedicated broker is frozen (SIGSTOP) while the job streams, until a sink task gives up (delivery timeout
-3 s here): the task purges and drops its pooled producer and the query fails. The job is restarted from the
-checkpoint. Read in offset order, every (window, key)'s values carry non-decreasing micro-batch ids, and the
-last one is the exact aggregate.
+A dedicated broker is frozen (SIGSTOP) while the sink's tasks run -- the last stage of a micro-batch's job,
+seen through Spark's status tracker -- until a sink task gives up (delivery timeout 3 s here): the task purges
+and drops its pooled producer and the query fails. (Frozen at fixed intervals instead, the freezes fell into
+step with the micro-batches and kept catching them while they read, so on a loaded host none hit the sink.)
+The job is restarted from the checkpoint. Read in offset order, every (window, key)'s values carry
+non-decreasing micro-batch ids, and the last one is the exact aggregate.
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ def _start_streaming(spark: Any, settings: SkewrouteSettings) -> JobHandle:
     raise AssertionError("unreachable")
 
 
+def _sink_tasks_running(spark: Any) -> bool:
+    """Whether the last stage of a running job (a micro-batch's sink: it produces the results) has tasks."""
+    tracker = spark.sparkContext.statusTracker()
+    for job_id in tracker.getActiveJobsIds():
+        job = tracker.getJobInfo(job_id)
+        stage = tracker.getStageInfo(max(job.stageIds)) if job is not None and job.stageIds else None
+        if stage is not None and stage.numActiveTasks > 0:
+            return True
+    return False
+
+
 def test_sink_stalled_mid_batch_never_leaves_an_older_value_after_a_newer_one(spark, topic, tmp_path) -> None:
     broker = EmbeddedBroker(free_port(), state_dir=tmp_path / "broker").start()
     assert broker.proc is not None
@@ -74,19 +87,22 @@ def test_sink_stalled_mid_batch_never_leaves_an_older_value_after_a_newer_one(sp
 
         handle = _start_streaming(spark, settings)
         try:
-            for _ in range(12):  # freeze the broker until a sink task gives up (or the query fails otherwise)
-                if not handle.query.isActive:
-                    break
+            stalls, deadline = 0, time.monotonic() + 300
+            while handle.query.isActive and stalls < 20 and time.monotonic() < deadline:
+                if not _sink_tasks_running(spark):  # freeze the broker while the sink produces, until a task gives up
+                    time.sleep(0.01)
+                    continue
                 os.kill(broker.proc.pid, signal.SIGSTOP)
                 try:
                     time.sleep(8)
                 finally:
                     os.kill(broker.proc.pid, signal.SIGCONT)
-                time.sleep(1.5)
+                stalls += 1
+                time.sleep(1.0)
         finally:
             handle.stop()
         failure = str(handle.query.exception() or "")
-        assert "results topic" in failure, f"no sink task gave up during the stalls: {failure[:300]!r}"
+        assert "results topic" in failure, f"no sink task gave up during {stalls} stalls: {failure[:300]!r}"
 
         bigger = {**settings.spark.model_dump(mode="json"), "max_records_per_trigger": 100_000}
         rest = SkewrouteSettings.load(**{**settings.model_dump(mode="json"), "spark": bigger})
