@@ -17,7 +17,7 @@ from router.partitioners.base import PartitionerState
 from router.partitioners.dalton import DaltonPartitioner
 from router.partitioners.dalton.bandit import weighted_average
 from router.partitioners.dalton.slots import SlotTable
-from router.partitioners.dalton.sticky import place_keys, place_keys_py
+from router.partitioners.dalton.sticky import place_keys, place_keys_py, plan_homes, plan_homes_py
 from router.partitioners.dalton.window import SlidingState
 from router.partitioners.metrics import measure as measure_windows
 from router.partitioners.metrics import replication_floor
@@ -93,7 +93,16 @@ WORKLOADS = {
     "zipf10_100k": lambda: zipf_keys(100_000, 1.0, 100_000, 42, permute=True),
     "uniform": uniform_keys,
     "phases": phases_keys,
+    "flights": lambda: flights_keys(100_000),
 }
+
+
+def flights_keys(size: int) -> np.ndarray:
+    """The flights data set's destination airports (few keys, each a large part of a combiner's share)."""
+    from benchmarks.workloads import make_workload
+
+    keys = np.concatenate([np.asarray(k) for k, _ in make_workload(f"flights:key=dest,tuples={size}").batches()])
+    return np.unique(keys, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 @pytest.mark.parametrize(
@@ -113,6 +122,8 @@ WORKLOADS = {
         ("zipf10_100k", 8, 20_000),
         ("uniform", 8, 20_000),
         ("phases", 8, 20_000),
+        ("flights", 8, 20_000),  # one router's planned homes: 1.075 replication (floor 1.000) before them
+        ("flights", 16, 5_000),  # 1.162 before them
     ],
 )
 def test_quality_at_the_floor(workload: str, n: int, w: int) -> None:
@@ -466,6 +477,48 @@ def test_sticky_kernel_matches_its_python_reference() -> None:
             pairs = buf[:rows, 0] * n + buf[:rows, 1]
             assert np.unique(pairs).size == rows  # one piece per (key, combiner)
         assert outs[0] == outs[1]
+
+
+def test_plan_kernel_matches_its_python_reference() -> None:
+    rng = np.random.default_rng(7)
+    for n in (1, 3, 8, 32):
+        k = 500
+        counts = rng.zipf(1.4, k).clip(1, 2_000).astype(np.float64)
+        order = np.argsort(-counts, kind="stable").astype(np.intp)
+        homes = rng.integers(-1, n, k).astype(np.intp)
+        base = rng.integers(0, 50, n).astype(np.float64)
+        target = (base.sum() + counts.sum()) / n
+        outs = []
+        for fn in (plan_homes, plan_homes_py):
+            home, loads = homes.copy(), base.copy()
+            moved = fn(order, counts, home, loads, target)
+            outs.append((int(moved), home.tolist(), loads.tolist()))
+            assert (home >= 0).all() and loads.sum() == pytest.approx(base.sum() + counts.sum())
+        assert outs[0] == outs[1]
+
+
+def test_plan_keeps_homes_that_fit_and_moves_the_rest_largest_first() -> None:
+    counts = np.array([50.0, 40.0, 30.0, 20.0, 10.0])
+    home = np.array([0, 0, 1, -1, 1], dtype=np.intp)  # combiner 0 would hold 90 of a mean of 75
+    loads = np.zeros(2)
+    moved = plan_homes_py(np.arange(5, dtype=np.intp), counts, home, loads, 75.0)
+    # 50 stays; 40 would overfill combiner 0 and moves; 30 stays; 20 had no home; 10 no longer fits on 1
+    assert home.tolist() == [0, 1, 1, 0, 0]
+    assert loads.tolist() == [80.0, 70.0] and moved == 3
+
+
+def test_one_router_plans_the_next_scope_on_the_closing_one() -> None:
+    """Keys of a scope get homes for the next one; the plan is the state, so a restored router continues."""
+    keys = zipf_keys(60_000, 1.2, 300, 3)
+    times = np.arange(len(keys))
+    a = make(window=120_000, slide=10_000)
+    a.assign(keys[:25_000], times[:25_000])
+    b = make(window=120_000, slide=10_000)
+    b.restore(a.snapshot())
+    assert a.scope_segments and a.state_version == 4
+    outs = [p.assign(keys[25_000:], times[25_000:]).tolist() for p in (a, b)]
+    assert outs[0] == outs[1]
+    assert a.last_comb.tolist() == b.last_comb.tolist()
 
 
 def test_sticky_sync_shares_combiner_sets_and_first_choice_shares() -> None:

@@ -10,23 +10,27 @@ sequence of ``assign``/``merge``/``apply_global`` calls; :meth:`snapshot` and :m
 mean ``level`` (the scope's load once the segment is routed, divided by ``n``):
 
 1. keys not split and not hot: first the ones a combiner already holds in the scope, smallest first (they stay
-   there up to ``level * (1 + 2 balance)``, so a full combiner splits its largest key), then the new ones
-   largest first, each whole on the first combiner of its probe order with room. A key's probe order
-   starts with its two hash candidates. One router tries first the combiner that held the key whole in the
-   previous scope, else the less loaded candidate, with room under ``level * (1 + balance)`` (then the
-   least loaded combiner within ``level * (1 + 2 balance)``).
+   there up to ``level * (1 + 2 balance)``, ``1 + 2.5 balance`` with one router, so a full combiner splits
+   its largest key), then the new ones largest first, each whole on the first combiner of its probe order
+   with room. A key's probe order starts with its two hash candidates.
+   One router plans each new scope on the closing one's counts (:func:`.sticky.plan_homes`): largest first,
+   a key keeps the combiner it had while that stays within the mean, else it moves to the least loaded one.
+   A key new to the scope tries its planned home first, with room under ``1 + balance`` times the larger of
+   ``level`` and the previous scope's mean (the plan is for the whole scope), else the less loaded
+   candidate with room under ``level * (1 + balance)`` (then the least loaded combiner within the hold cap).
    Cooperating routers (``routers > 1``, or after a sync or merge) put first the candidate chosen by a
    per-combiner share fitted on the previous scope's keys (:func:`fit_accept`) and a per-key number derived
    from the key id, the same on every router, with room under ``(1 + 2 balance)`` times the larger of
    ``level`` and the previous scope's mean;
 2. then split and hot keys, largest first: each fills the combiners that already hold it up to
-   ``level * (1 + balance)`` before it reaches a further one (in its probe order).
+   ``level * (1 + balance)`` before it reaches a further one (in its probe order). One router places them
+   between its held keys and its new ones, so the new keys fill around them.
 
 So a key is split only when it is larger than the room left, and uniform keys behave like cAM (replication
 about 1). What carries over from one scope to the next: the fitted shares, each key's last whole combiner
-and the hot-key statistics, nothing that would keep a drifted hot set split. Cooperating routers also share
-the combiner sets of their split and hot keys and the fitted shares (:mod:`.sync`): P routers fill one set
-per key instead of P.
+(one router: its planned home) and the hot-key statistics, nothing that would keep a drifted hot set split.
+Cooperating routers also share the combiner sets of their split and hot keys and the fitted shares
+(:mod:`.sync`): P routers fill one set per key instead of P.
 
 ``placement="bandit"``: the paper's Algorithm 1 with the project's options. Hot keys (frequency ``>= L / n``
 in the statistics window) are routed by the epsilon-greedy contextual bandit (:mod:`.bandit`) in chunks,
@@ -52,7 +56,7 @@ from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward, run_chunks
 from router.partitioners.dalton.slots import KeySlots, SlotTable
 from router.partitioners.dalton.stats import FrequencyStats
-from router.partitioners.dalton.sticky import place_keys
+from router.partitioners.dalton.sticky import place_keys, plan_homes
 from router.partitioners.dalton.tail import affinity_fill
 from router.partitioners.dalton.window import SlidingState
 from router.partitioners.keys import KeyBatch
@@ -69,6 +73,11 @@ DEFAULT_TAIL: TailRule = DaltonSettings.model_fields["tail"].default
 _INITIAL_SLOTS = 1 << 14
 #: Most combiners: the per-slot candidate table is int16.
 MAX_COMBINERS = 32767
+#: One router keeps a held key on its combiner up to the scope's mean times ``1 + HOLD_ONE * balance``
+#: (cooperating routers: ``1 + 2 balance``); with the default balance, 1.05.
+HOLD_ONE = 2.5
+#: One router's plan moves keys of at least ``1 / PLAN_SMALL`` of a combiner's mean; smaller ones keep their homes.
+PLAN_SMALL = 64.0
 
 
 def _key_uniform(ids: npt.NDArray[np.uint64]) -> F64:
@@ -111,7 +120,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
     name = "dalton"
     splits_keys = True
     n_hashes = 2
-    state_version = 3  # 3: sticky placement (shared combiner sets)
+    state_version = 4  # 3: sticky placement (shared combiner sets); 4: one router's planned homes
 
     def __init__(
         self,
@@ -174,6 +183,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.last_comb: npt.NDArray[np.int16] = np.full(_INITIAL_SLOTS, -1, dtype=np.int16)
         #: tuples this router routed in the previous scope (the expected size of the current one)
         self.last_total = 0.0
+        #: the current scope's segments as (slots, tuples) pairs: what one router plans the next scope on
+        self.scope_segments: list[tuple[IntP, I64]] = []
         self._forward: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
 
     def _hash_count(self) -> int:
@@ -187,9 +198,34 @@ class DaltonPartitioner(KeySlots, Partitioner):
             self.accept = fit_accept(self.tail_pairs) if nxt else np.ones(self.n)
             self.tail_pairs[:] = 0
             self.last_total = float(self.win.head_load.sum()) if nxt else 0.0
+            if nxt and not self.cooperative:
+                self._plan_homes()
+            self.scope_segments = []
         self.win.advance(block)
         if self.stats.advance(int(t // self.stats_window)):
             self.qtable.expire(self.stats.index)
+
+    def _plan_homes(self) -> None:
+        """One router, at the end of a scope: each key's home for the next one (``last_comb``), largest first.
+
+        The closing scope's counts stand for the next scope's. A key keeps its home while the home's planned
+        load stays within the mean; otherwise, and for a key without one (split in the closing scope), the
+        least loaded combiner is its home. Keys under ``1 / PLAN_SMALL`` of the mean keep their homes and count
+        as planned load.
+        """
+        segments = self.scope_segments
+        if not segments:
+            return
+        slots, inv = np.unique(np.concatenate([s for s, _ in segments]), return_inverse=True)
+        counts = np.bincount(inv.reshape(-1), weights=np.concatenate([c for _, c in segments]))
+        home = self.last_comb[slots].astype(np.intp)
+        mean = float(counts.sum()) / self.n
+        moving = (counts >= mean / PLAN_SMALL) | (home < 0)
+        order = np.flatnonzero(moving)
+        order = order[np.argsort(-counts[order], kind="stable")].astype(np.intp)
+        loads = np.bincount(home[~moving], weights=counts[~moving], minlength=self.n).astype(np.float64)
+        plan_homes(order, counts, home, loads, mean)
+        self.last_comb[slots] = home
 
     def _segments(self, times: np.ndarray) -> list[tuple[int, int]]:
         size = times.shape[0]
@@ -293,6 +329,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         """Sticky placement of one segment (see :mod:`.sticky`); updates the window, returns tuple combiners."""
         n = self.n
         k = slots.shape[0]
+        if not self.cooperative:
+            self.scope_segments.append((slots, counts))
         held = self.win.head[slots] if not self.win.head_empty else np.zeros((k, n), dtype=bool)
         if self.shared_ids.size and self.shared_block == self.win.block:
             pos = np.minimum(np.searchsorted(self.shared_ids, ids), self.shared_ids.shape[0] - 1)
@@ -303,7 +341,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
         loads = self.win.head_load.astype(np.float64)
         level = (float(loads.sum()) + inv.shape[0]) / n  # the scope's mean once the segment is routed
         cap = level * (1.0 + self.balance)
-        hold_cap = level * (1.0 + 2.0 * self.balance)
+        hold_cap = level * (1.0 + (2.0 if self.cooperative else HOLD_ONE) * self.balance)
         cand = self.cand[slots]
         c1, c2 = cand[:, 1].astype(np.intp), cand[:, 2].astype(np.intp)
         swap = _key_uniform(ids) >= self.accept[c1]  # the tail's first choice, the same on every router
@@ -331,22 +369,30 @@ class DaltonPartitioner(KeySlots, Partitioner):
             prev = last[back]
             c2[back] = np.where(prev == c1[back], c2[back], c1[back])
             c1[back] = prev
-        tail = np.concatenate([held1, new[~again]]).astype(np.intp)
         rest = rest[np.argsort(-counts[rest], kind="stable")].astype(np.intp)
         buf = np.empty((k + int(nheld.sum()) + 4 * n + 2, 3), dtype=np.int64)
         c64 = counts.astype(np.int64)
         rows = 0
-        if back.size:  # keys back in a new scope: where they were, when there is room (micro-batches that span
-            # several slides, as under a backlog, then ship one partial for them, not one per slide)
-            rows = place_keys(back.astype(np.intp), c64, c1, c2, held, loads, cap, hold_cap, buf, False)
+        if back.size:  # keys back in a new scope: where they were (one router: planned), when there is room
+            # (micro-batches that span several slides, as under a backlog, then ship one partial for them, not
+            # one per slide). One router's plan is for the whole scope: room against the scope's expected mean
+            basis = max(level, self.last_total / n)
+            room, hold = (
+                (cap, hold_cap) if self.cooperative else (basis * (1 + self.balance), basis * (1 + 2 * self.balance))
+            )
+            rows = place_keys(back.astype(np.intp), c64, c1, c2, held, loads, room, hold, buf, False)
         if self.cooperative:  # the first choice every router shares, and room for the routers' differences
             # against the mean the scope is expected to reach (the last scope's): early in a scope, when a
             # router's loads differ from its peers' most, a key spills only when far from its fitted share
             spill = max(level, self.last_total / n) * (1.0 + 2.0 * self.balance)
+            tail = np.concatenate([held1, new[~again]]).astype(np.intp)
             rows += place_keys(tail, c64, c1, c2, held, loads, spill, spill, buf[rows:], False)
-        else:  # one router: the less loaded candidate
-            rows += place_keys(tail, c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True)
-        rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False)
+            rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False)
+        else:  # one router: held keys, then split and hot keys, then new keys on the less loaded candidate
+            fresh = new[~again].astype(np.intp)
+            rows += place_keys(held1.astype(np.intp), c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True)
+            rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False)
+            rows += place_keys(fresh, c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True)
         pk, pc, pn = buf[:rows, 0], buf[:rows, 1], buf[:rows, 2]
         comb = np.zeros(k, dtype=np.intp)
         comb[pk] = pc

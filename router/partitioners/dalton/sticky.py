@@ -18,6 +18,11 @@ Contract of :func:`place_keys` (the compiled loop; :func:`place_keys_py` is the 
 Keys are decided in ``order`` (the caller puts held keys first, then new keys largest first). Returns the
 pieces as ``(key index, combiner, tuples)`` rows, at most one per (key, combiner), grouped by key in the order
 the keys were decided.
+
+:func:`plan_homes` (compiled; :func:`plan_homes_py` uncompiled) plans one router's next scope on the closing
+scope's counts: largest key first, a key keeps its home while the home's planned load stays within ``target``,
+otherwise (or without a home) it moves to the least loaded combiner. Few keys move, and the homes end about
+as balanced as a largest-first packing of the closing scope.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["place_keys", "place_keys_py"]
+__all__ = ["place_keys", "place_keys_py", "plan_homes", "plan_homes_py"]
 
 IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
@@ -161,12 +166,38 @@ def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the c
     return rows
 
 
-def _compile() -> Any:
+def plan_homes_py(order: IntP, counts: F64, home: IntP, loads: F64, target: float) -> int:
+    """Homes for the keys of ``order`` (largest first), in place in ``home``; returns how many keys moved.
+
+    ``loads`` holds the load already planned per combiner (keys not in ``order``) and is raised as keys are
+    planned. A key keeps ``home[i]`` while ``loads[home[i]] + counts[i] <= target``; else, or when ``home[i]``
+    is ``-1`` (split or unknown), it goes to the least loaded combiner.
+    """
+    n = loads.shape[0]
+    moved = 0
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        h = home[i]
+        if h < 0 or loads[h] + counts[i] > target:
+            low = 0
+            for c in range(1, n):
+                if loads[c] < loads[low]:
+                    low = c
+            if low != h:
+                moved += 1
+            h = low
+            home[i] = h
+        loads[h] += counts[i]
+    return moved
+
+
+def _compile(fn: Any) -> Any:
     try:
         from numba import njit
     except ImportError:  # pragma: no cover - numba is a dependency; the Python loop still works
-        return place_keys_py
-    return njit(cache=True)(place_keys_py)
+        return fn
+    return njit(cache=True)(fn)
 
 
-place_keys = _compile()
+place_keys = _compile(place_keys_py)
+plan_homes = _compile(plan_homes_py)
