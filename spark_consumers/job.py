@@ -347,6 +347,9 @@ def run_job(
 
     ``.rows_dropped_by_watermark`` of the result: rows dropped as later than the watermark (missing from the
     results; each batch with drops also logged a WARNING). The run still succeeds.
+
+    A streaming run (not ``available_now``) whose query ends by itself raises ``RuntimeError``, with or
+    without an exception from Spark: a query thread killed by a JVM error reports none.
     """
     check_bounded_run(settings, available_now)  # before a JVM starts
     session = spark or build_session(settings.spark)
@@ -355,8 +358,13 @@ def run_job(
 
         start_http_server(settings.spark.metrics_port)
     handle = start_job(session, settings, route_name, available_now=available_now)
+    ended = False  # by itself, not stopped here
     try:
-        handle.query.awaitTermination(None if timeout is None else max(1, round(timeout)))
+        if timeout is None:
+            handle.query.awaitTermination()
+            ended = True
+        else:
+            ended = bool(handle.query.awaitTermination(max(1, round(timeout))))
     except KeyboardInterrupt:
         pass
     finally:
@@ -365,6 +373,10 @@ def run_job(
     exc = handle.query.exception()
     if exc is not None:
         raise RuntimeError(f"streaming query failed: {exc}")
+    if ended and not available_now:  # e.g. its thread died of a JVM error, which Spark does not report
+        raise RuntimeError(
+            f"streaming query {handle.query.name!r} ended by itself without an error; the driver log says why"
+        )
     return handle.stats
 
 
