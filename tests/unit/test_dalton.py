@@ -85,7 +85,7 @@ def quality(keys: np.ndarray, out: np.ndarray, times: np.ndarray, n: int, w: int
 
 # -- quality: per micro-batch, against the floor ---------------------------------------------------------
 WORKLOADS = {
-    "zipf15": lambda: zipf_keys(100_000, 1.5, 10_000, 42),  # the check_quality stream
+    "zipf15": lambda: zipf_keys(100_000, 1.5, 10_000, 42),  # the stream the quality targets are stated on
     "zipf06": lambda: zipf_keys(100_000, 0.6, 10_000, 42),
     "zipf10": lambda: zipf_keys(100_000, 1.0, 10_000, 42),
     "zipf20": lambda: zipf_keys(100_000, 2.0, 10_000, 42),
