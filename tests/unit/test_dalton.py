@@ -521,6 +521,21 @@ def test_one_router_plans_the_next_scope_on_the_closing_one() -> None:
     assert a.last_comb.tolist() == b.last_comb.tolist()
 
 
+def test_one_router_scope_is_added_up_in_bounded_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small batches: the scope's segments are added up every few of them; the placement does not change."""
+    from router.partitioners.dalton import partitioner as module
+
+    keys = zipf_keys(30_000, 1.2, 300, 3)
+    times = np.arange(len(keys))
+    outs = []
+    for limit in (8, 1 << 30):
+        monkeypatch.setattr(module, "SCOPE_SEGMENTS", limit)
+        part = make(window=120_000, slide=10_000)
+        outs.append(np.concatenate([part.assign(keys[a : a + 50], times[a : a + 50]) for a in range(0, 30_000, 50)]))
+        assert len(part.scope_segments) <= min(limit, 200)
+    assert outs[0].tolist() == outs[1].tolist()
+
+
 def test_sticky_sync_shares_combiner_sets_and_first_choice_shares() -> None:
     """SYNC rows of the sticky placement: split keys' combiner sets and the fitted shares (pseudo key)."""
     from router.partitioners.dalton.sync import ACCEPT_KEY

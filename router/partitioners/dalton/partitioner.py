@@ -78,6 +78,8 @@ MAX_COMBINERS = 32767
 HOLD_ONE = 2.5
 #: One router's plan moves keys of at least ``1 / PLAN_SMALL`` of a combiner's mean; smaller ones keep their homes.
 PLAN_SMALL = 64.0
+#: One router's scope is added up into one entry per key every this many segments (bounded memory).
+SCOPE_SEGMENTS = 64
 
 
 def _key_uniform(ids: npt.NDArray[np.uint64]) -> F64:
@@ -213,11 +215,9 @@ class DaltonPartitioner(KeySlots, Partitioner):
         least loaded combiner is its home. Keys under ``1 / PLAN_SMALL`` of the mean keep their homes and count
         as planned load.
         """
-        segments = self.scope_segments
-        if not segments:
+        if not self.scope_segments:
             return
-        slots, inv = np.unique(np.concatenate([s for s, _ in segments]), return_inverse=True)
-        counts = np.bincount(inv.reshape(-1), weights=np.concatenate([c for _, c in segments]))
+        slots, counts = self._scope_counts()
         home = self.last_comb[slots].astype(np.intp)
         mean = float(counts.sum()) / self.n
         moving = (counts >= mean / PLAN_SMALL) | (home < 0)
@@ -226,6 +226,13 @@ class DaltonPartitioner(KeySlots, Partitioner):
         loads = np.bincount(home[~moving], weights=counts[~moving], minlength=self.n).astype(np.float64)
         plan_homes(order, counts, home, loads, mean)
         self.last_comb[slots] = home
+
+    def _scope_counts(self) -> tuple[IntP, F64]:
+        """The current scope's distinct slots and their tuples (its segments added up)."""
+        segments = self.scope_segments
+        slots, inv = np.unique(np.concatenate([s for s, _ in segments]), return_inverse=True)
+        counts = np.bincount(inv.reshape(-1), weights=np.concatenate([c for _, c in segments]))
+        return slots.astype(np.intp), counts.astype(np.float64, copy=False)
 
     def _segments(self, times: np.ndarray) -> list[tuple[int, int]]:
         size = times.shape[0]
@@ -331,6 +338,9 @@ class DaltonPartitioner(KeySlots, Partitioner):
         k = slots.shape[0]
         if not self.cooperative:
             self.scope_segments.append((slots, counts))
+            if len(self.scope_segments) >= SCOPE_SEGMENTS:  # bounded: at most one entry per key of the scope
+                s_slots, s_counts = self._scope_counts()
+                self.scope_segments = [(s_slots, s_counts.astype(np.int64))]
         held = self.win.head[slots] if not self.win.head_empty else np.zeros((k, n), dtype=bool)
         if self.shared_ids.size and self.shared_block == self.win.block:
             pos = np.minimum(np.searchsorted(self.shared_ids, ids), self.shared_ids.shape[0] - 1)
