@@ -58,7 +58,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 
 from connectors.kafka import make_consumer, make_producer
 from router.extract import BadRecord, Extracted, Extractor, RawMessage
@@ -128,8 +128,9 @@ class RouteDataPlane:
         self._stop = threading.Event()
         self.output = PlaneOutput(kafka, router, route, self.metrics, self.stats, self.health, self._stop)
         self.membership = PlaneMembership(
-            kafka, router, route, self.metrics, self.health, self.group_id, self.output, self._complete
-        )
+            kafka, router, route, self.metrics, self.health, self.group_id, self.output, self._complete,
+            forget_held=self.align.forget,
+        )  # fmt: skip
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -223,9 +224,9 @@ class RouteDataPlane:
         self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf)
         self.consumer.subscribe(
             [self.route.raw_topic],
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_lost,
+            on_assign=self.membership.on_assign,
+            on_revoke=self.membership.on_revoke,
+            on_lost=self.membership.on_lost,
         )
         log.info(
             "route %s: consuming %s in group %s (%s, %s)",
@@ -236,19 +237,6 @@ class RouteDataPlane:
             self.router.delivery,
             extra={"route": self.route.route_name, "instance": self.instance_id},
         )
-
-    # the rebalance callbacks (inside consume()): the alignment forgets the partitions, the membership does the rest
-    def _on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        self.align.forget([tp.partition for tp in parts])
-        self.membership.on_assign(consumer, parts)
-
-    def _on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        self.membership.on_revoke(consumer, parts)  # commits the batches in flight first (held records are not)
-        self.align.forget([tp.partition for tp in parts])
-
-    def _on_lost(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        self.membership.on_lost(consumer, parts)
-        self.align.forget([tp.partition for tp in parts])
 
     def _close(self) -> None:
         self._run_calls()

@@ -42,7 +42,9 @@ class PlaneMembership:
     """The rebalance callbacks of :class:`~router.dataplane.RouteDataPlane` (assign, revoke, lost).
 
     ``output`` is the plane's delivery side (the offsets it committed, the batches in flight); ``complete``
-    delivers and commits every batch in flight and accounts for them (the plane's, run on revoke).
+    delivers and commits every batch in flight and accounts for them (the plane's, run on revoke);
+    ``forget_held`` drops what the plane holds back of some raw partitions (its event-time alignment): every
+    assign, revoke and loss calls it, since such a partition is read again from the group's committed offset.
     """
 
     def __init__(
@@ -55,16 +57,19 @@ class PlaneMembership:
         group_id: str,
         output: PlaneOutput,
         complete: Callable[[], None],
+        forget_held: Callable[[list[int]], None],
     ) -> None:
         self.kafka, self.router, self.route, self.metrics, self.health = kafka, router, route, metrics, health
         self.group_id = group_id
         self.exactly_once = router.delivery == "exactly_once"
         self._output = output
         self._complete = complete
+        self._forget_held = forget_held
         self.assignment: set[int] = set()  # the raw partitions this worker consumes now
 
     def on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
         """Partitions were assigned: check their committed offsets, then consume them."""
+        self._forget_held([p.partition for p in parts])  # an eager rebalance revokes and assigns in one consume()
         self._check_committed(consumer, parts)
         self._check_retention(consumer, parts)
         self.health.joined = True
@@ -153,6 +158,7 @@ class PlaneMembership:
         self.metrics.dropped_batches.inc()
 
     def _forget(self, parts: list[TopicPartition]) -> None:
+        self._forget_held([p.partition for p in parts])
         gone = {p.partition for p in parts}
         self.assignment -= gone
         self.health.revoked(gone)
