@@ -68,11 +68,11 @@ from router.plane_align import EventTimeAlign
 from router.plane_health import PlaneHealth
 from router.plane_output import PlaneOutput
 from router.plane_parts import (
-    CONSUMER_TUNING,
     PRODUCER_TUNING,
     DataPlaneStats,
     DeliveryError,
     PendingBatch,
+    consumer_conf,
     make_partitioner,
     next_offsets,
     window_clock,
@@ -217,11 +217,7 @@ class RouteDataPlane:
         self.producer = make_producer(self.kafka, **producer_conf)
         if self.exactly_once:
             self.producer.init_transactions(30)
-        consumer_conf = {**CONSUMER_TUNING, **self.kafka.consumer, "enable.auto.commit": False}
-        static = self.router.static_membership is True  # "auto" is resolved per broker by the app (False here)
-        if static and self.router.instance_id and "group.instance.id" not in consumer_conf:
-            consumer_conf["group.instance.id"] = self.router.instance_id  # a quick restart does not rebalance
-        self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf)
+        self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf(self.kafka, self.router))
         self.consumer.subscribe(
             [self.route.raw_topic],
             on_assign=self.membership.on_assign,

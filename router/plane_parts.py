@@ -28,6 +28,7 @@ __all__ = [
     "DeliveryError",
     "PendingBatch",
     "check_sizes",
+    "consumer_conf",
     "dead_letter",
     "dead_letter_bytes",
     "message_limit",
@@ -46,9 +47,24 @@ CONSUMER_TUNING: dict[str, Any] = {
     "fetch.max.bytes": 64 * 1024 * 1024,
     "max.partition.fetch.bytes": 8 * 1024 * 1024,
     "queued.max.messages.kbytes": 256 * 1024,
+    # Once the prefetch queue holds queued.min.messages (100,000), librdkafka postpones the next fetch by this
+    # much (default 1,000 ms): with a backlog the loop drained the queue in ~0.5 s and then waited for records
+    # (one worker fetched 250k records/s from Tansu with 1 s, 1M with 20 ms: BENCHMARKS.md, "Router CPU per record")
+    "fetch.queue.backoff.ms": 20,
     "enable.auto.offset.store": False,
     "enable.partition.eof": False,
 }
+
+
+def consumer_conf(kafka: KafkaSettings, router: RouterSettings) -> dict[str, Any]:
+    """The data plane's consumer properties: our tuning < the user's ``kafka.consumer`` < what correctness needs."""
+    conf = {**CONSUMER_TUNING, **kafka.consumer, "enable.auto.commit": False}
+    static = router.static_membership is True  # "auto" is resolved per broker by the app (False here)
+    if static and router.instance_id and "group.instance.id" not in conf:
+        conf["group.instance.id"] = router.instance_id  # a quick restart does not rebalance
+    return conf
+
+
 ATTEMPTS = 5
 PRODUCER_TUNING: dict[str, Any] = {
     "linger.ms": 5,
