@@ -16,8 +16,16 @@ from router.choose.runner import sync_routers
 from router.partitioners.base import PartitionerState
 from router.partitioners.dalton import DaltonPartitioner
 from router.partitioners.dalton.bandit import weighted_average
+from router.partitioners.dalton.partitioner import fit_accept
 from router.partitioners.dalton.slots import SlotTable
-from router.partitioners.dalton.sticky import place_keys, place_keys_py, plan_homes, plan_homes_py
+from router.partitioners.dalton.sticky import (
+    fit_shares,
+    fit_shares_py,
+    place_keys,
+    place_keys_py,
+    plan_homes,
+    plan_homes_py,
+)
 from router.partitioners.dalton.window import SlidingState
 from router.partitioners.metrics import measure as measure_windows
 from router.partitioners.metrics import replication_floor
@@ -495,6 +503,29 @@ def test_plan_kernel_matches_its_python_reference() -> None:
             outs.append((int(moved), home.tolist(), loads.tolist()))
             assert (home >= 0).all() and loads.sum() == pytest.approx(base.sum() + counts.sum())
         assert outs[0] == outs[1]
+
+
+def test_the_compiled_share_fit_is_the_numpy_rounds_to_the_bit() -> None:
+    """fit_accept's rounds run compiled; they must equal the vectorised rounds they replaced, bit for bit."""
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n = int(rng.integers(2, 33))
+        pairs = rng.random((n, n)) * float(rng.integers(1, 10**6)) * (rng.random((n, n)) < rng.random())
+        if trial % 3 == 0:
+            pairs = np.floor(pairs)
+        own = pairs.sum(axis=1)
+        if own.sum() <= 0:
+            continue
+        mean = float(own.sum()) / n
+        expected = np.ones(n)
+        for _ in range(30):  # the numpy expression of the rounds
+            load = own * expected + (pairs * (1.0 - expected)[:, None]).sum(axis=0)
+            expected = np.clip(expected - 0.5 * (load - mean) / np.maximum(own, 1.0), 0.0, 1.0)
+        for fn in (fit_shares, fit_shares_py):
+            got = np.ones(n)
+            fn(pairs, own, mean, got, 30)
+            assert np.array_equal(got, expected), (trial, fn)
+        assert np.array_equal(fit_accept(pairs), expected)
 
 
 def test_plan_keeps_homes_that_fit_and_moves_the_rest_largest_first() -> None:

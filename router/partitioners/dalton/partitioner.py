@@ -56,7 +56,7 @@ from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward, run_chunks
 from router.partitioners.dalton.slots import KeySlots, SlotTable
 from router.partitioners.dalton.stats import FrequencyStats
-from router.partitioners.dalton.sticky import place_keys, plan_homes
+from router.partitioners.dalton.sticky import fit_shares, place_keys, plan_homes
 from router.partitioners.dalton.tail import affinity_fill
 from router.partitioners.dalton.window import SlidingState
 from router.partitioners.keys import KeyBatch
@@ -101,10 +101,7 @@ def fit_accept(pairs: F64, rounds: int = 30) -> F64:
     total = float(own.sum())
     if total <= 0:
         return accept
-    mean = total / n
-    for _ in range(rounds):
-        load = own * accept + (pairs * (1.0 - accept)[:, None]).sum(axis=0)
-        accept = np.clip(accept - 0.5 * (load - mean) / np.maximum(own, 1.0), 0.0, 1.0)
+    fit_shares(np.ascontiguousarray(pairs, dtype=np.float64), own, total / n, accept, rounds)  # compiled rounds
     return accept
 
 

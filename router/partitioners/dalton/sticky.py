@@ -23,6 +23,9 @@ the keys were decided.
 scope's counts: largest key first, a key keeps its home while the home's planned load stays within ``target``,
 otherwise (or without a home) it moves to the least loaded combiner. Few keys move, and the homes end about
 as balanced as a largest-first packing of the closing scope.
+
+:func:`fit_shares` (compiled; :func:`fit_shares_py` uncompiled) runs the rounds of the tail rule's share fit at
+each scope's start (numpy over an ``n x n`` matrix took ~0.25 ms per scope; compiled, ~4 µs).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["place_keys", "place_keys_py", "plan_homes", "plan_homes_py"]
+__all__ = ["fit_shares", "fit_shares_py", "place_keys", "place_keys_py", "plan_homes", "plan_homes_py"]
 
 IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
@@ -191,6 +194,26 @@ def plan_homes_py(order: IntP, counts: F64, home: IntP, loads: F64, target: floa
     return moved
 
 
+def fit_shares_py(pairs: F64, own: F64, mean: float, accept: F64, rounds: int) -> None:
+    """Damped rounds of :func:`~router.partitioners.dalton.partitioner.fit_accept`, in place in ``accept``.
+
+    Per round, with the shares of the last round: ``load[b] = own[b] accept[b] + sum_a pairs[a, b] (1 -
+    accept[a])``, then ``accept[b] -= 0.5 (load[b] - mean) / max(own[b], 1)``, kept in ``[0, 1]``. The sums run
+    in the order numpy's reductions use, so the compiled loop and the numpy expression agree to the bit.
+    """
+    n = own.shape[0]
+    load = np.empty(n, np.float64)
+    for _ in range(rounds):
+        for b in range(n):
+            s = pairs[0, b] * (1.0 - accept[0])
+            for a in range(1, n):
+                s += pairs[a, b] * (1.0 - accept[a])
+            load[b] = own[b] * accept[b] + s
+        for b in range(n):
+            x = accept[b] - 0.5 * (load[b] - mean) / max(own[b], 1.0)
+            accept[b] = min(max(x, 0.0), 1.0)
+
+
 def _compile(fn: Any) -> Any:
     try:
         from numba import njit
@@ -201,3 +224,4 @@ def _compile(fn: Any) -> Any:
 
 place_keys = _compile(place_keys_py)
 plan_homes = _compile(plan_homes_py)
+fit_shares = _compile(fit_shares_py)
