@@ -56,7 +56,7 @@ from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward, run_chunks
 from router.partitioners.dalton.slots import KeySlots, SlotTable
 from router.partitioners.dalton.stats import FrequencyStats
-from router.partitioners.dalton.sticky import fit_shares, place_keys, plan_homes
+from router.partitioners.dalton.sticky import fit_shares, place_keys, plan_homes, warm
 from router.partitioners.dalton.tail import affinity_fill
 from router.partitioners.dalton.window import SlidingState
 from router.partitioners.keys import KeyBatch
@@ -138,6 +138,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
             raise ValueError(f"n must be at most {MAX_COMBINERS}, got {n!r}")
         self.tail: TailRule = cfg.tail
         self.placement = cfg.placement
+        if self.placement == "sticky":
+            warm()  # the compiled loops, now rather than in the first scopes
         self.two_candidates = self.tail == "affinity" or self.placement == "sticky"
         super().__init__(n, window=window, slide=slide, seed=seed, hash_seed=cfg.hash_seed)
         self.stats_window = slide if cfg.stats_window is None else cfg.stats_window

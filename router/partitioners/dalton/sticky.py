@@ -30,12 +30,13 @@ each scope's start (numpy over an ``n x n`` matrix took ~0.25 ms per scope; comp
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["fit_shares", "fit_shares_py", "place_keys", "place_keys_py", "plan_homes", "plan_homes_py"]
+__all__ = ["fit_shares", "fit_shares_py", "place_keys", "place_keys_py", "plan_homes", "plan_homes_py", "warm"]
 
 IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
@@ -225,3 +226,18 @@ def _compile(fn: Any) -> Any:
 place_keys = _compile(place_keys_py)
 plan_homes = _compile(plan_homes_py)
 fit_shares = _compile(fit_shares_py)
+
+
+@functools.cache
+def warm() -> None:
+    """Compile (or load from numba's cache) the loops for the argument types Dalton passes, once per process.
+
+    Called when a Dalton partitioner is created, so the first scopes of a route do not pay it (~0.2 s even
+    from the cache, several seconds when compiling).
+    """
+    n = 2
+    order = np.zeros(1, np.intp)
+    place_keys(order, np.ones(1, np.int64), order, order + 1, np.zeros((1, n), np.bool_), np.zeros(n), 1.0, 1.0,
+               np.zeros((1 + 4 * n, 3), np.int64), True)  # fmt: skip
+    plan_homes(order, np.ones(1), np.full(1, -1, np.intp), np.zeros(n), 1.0)
+    fit_shares(np.ones((n, n)), np.full(n, 2.0), 2.0, np.ones(n), 1)
