@@ -546,7 +546,7 @@ def test_one_router_plans_the_next_scope_on_the_closing_one() -> None:
     a.assign(keys[:25_000], times[:25_000])
     b = make(window=120_000, slide=10_000)
     b.restore(a.snapshot())
-    assert a.scope_segments and a.state_version == 4
+    assert a.scope_segments and a.state_version == 5
     outs = [p.assign(keys[25_000:], times[25_000:]).tolist() for p in (a, b)]
     assert outs[0] == outs[1]
     assert a.last_comb.tolist() == b.last_comb.tolist()
@@ -583,6 +583,12 @@ def test_sticky_sync_shares_combiner_sets_and_first_choice_shares() -> None:
     b.sync_payload()
     row = [0.0] * N
     row[5] = 0.5
+    before = b.accept.copy()
     b.apply_global({"qtable": {top: row, ACCEPT_KEY: [0.25] * N}, "hot": [ACCEPT_KEY, top]})
-    assert b.accept.tolist() == [0.25] * N and ACCEPT_KEY not in b.hot_keys()
+    assert ACCEPT_KEY not in b.hot_keys()
     assert b.shared_rows[list(b.shared_ids).index(top)].tolist() == [c == 5 for c in range(N)]
+    # the agreed shares are the rule of the next scope: the current one keeps the rule it started with
+    assert b.accept.tolist() == before.tolist() and b.next_accept.tolist() == [0.25] * N
+    b.assign(keys[20_001:20_002], np.array([30_000]))  # the next scope
+    assert b.accept.tolist() == [0.25] * N and b.next_accept is None
+    assert payload["qtable"][ACCEPT_KEY] == a.fit.tolist()  # a router sends its own fit

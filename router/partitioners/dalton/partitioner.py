@@ -119,7 +119,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
     name = "dalton"
     splits_keys = True
     n_hashes = 2
-    state_version = 4  # 3: sticky placement (shared combiner sets); 4: one router's planned homes
+    state_version = 5  # 3: sticky placement (shared combiner sets); 4: one router's planned homes; 5: agreed fits
 
     def __init__(
         self,
@@ -180,6 +180,10 @@ class DaltonPartitioner(KeySlots, Partitioner):
         #: the scope, and per combiner the share of its first-candidate keys it keeps (fit per scope)
         self.tail_pairs: F64 = np.zeros((self.n, self.n), dtype=np.float64)
         self.accept: F64 = np.ones(self.n, dtype=np.float64)
+        #: this router's own fit at the start of the scope (what its SYNCs send), and the routers' shared rule
+        #: for the next scope (the mean of their fits, from a GLOBAL or a merge during this scope)
+        self.fit: F64 = np.ones(self.n, dtype=np.float64)
+        self.next_accept: F64 | None = None
         #: per slot: the combiner holding the key whole when it was last routed (-1: split, or unknown)
         self.last_comb: npt.NDArray[np.int16] = np.full(_INITIAL_SLOTS, -1, dtype=np.int16)
         #: tuples this router routed in the previous scope (the expected size of the current one)
@@ -196,7 +200,12 @@ class DaltonPartitioner(KeySlots, Partitioner):
         block = int(t // self.slide)
         if block != self.win.block and self.placement == "sticky":  # a new scope: refit the shared tail rule
             nxt = block == self.win.block + 1
-            self.accept = fit_accept(self.tail_pairs) if nxt else np.ones(self.n)
+            self.fit = fit_accept(self.tail_pairs) if nxt else np.ones(self.n)
+            # cooperating routers: the rule they agreed on during the closing scope (the same on every router
+            # for the whole scope), else this router's own fit
+            shared = self.next_accept if nxt and self.cooperative else None
+            self.accept = self.fit if shared is None else shared
+            self.next_accept = None
             self.tail_pairs[:] = 0
             self.last_total = float(self.win.head_load.sum()) if nxt else 0.0
             if nxt and not self.cooperative:

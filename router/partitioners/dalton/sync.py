@@ -50,8 +50,11 @@ applying the GLOBAL (or merging peers' snapshots) treats those combiners as hold
 its scope: the key fills them before it reaches another one, so P routers converge on one set per key
 instead of P. Keys not shared follow the probe order of :mod:`.sticky`, the same on every router. The
 per-combiner shares of the tail's first choice travel as the row of the pseudo key :data:`ACCEPT_KEY`
-(listed in ``top_keys`` with the sender's records, so the reducer keeps it); the reducer's average is every
-router's first-choice rule until the next scope.
+(listed in ``top_keys`` with the sender's records, so the reducer keeps it): each router sends its own fit,
+made when its scope started, and the reducer's average becomes every router's first-choice rule for the whole
+next scope. A rule that changed when a GLOBAL arrived, or that differed between routers until then, put keys
+that several routers see on different combiners within one scope (BENCHMARKS.md, "Cooperating routers agree
+on the tail's rule for a whole scope").
 
 A reducer averages ``qtable`` rows with the ``weights`` as weights (:func:`~.bandit.weighted_average`
 is the reference; it weights every contribution, unlike the reference code's first SYNC) and computes
@@ -91,7 +94,8 @@ class Learner(Protocol):
     shared_rows: Any
     shared_block: Any
     sync_block: Any
-    accept: Any
+    fit: Any
+    next_accept: Any
 
     def flush_sync_counts(self) -> None:
         """Add the pending per-segment counts to the sync counts."""
@@ -132,7 +136,7 @@ def make_payload(p: Learner) -> dict[str, Any]:
         table = {k: [float(x) for x in row] for k, row in sets.items()}
         weights = {k: int(counts[p.slots.slot(k)]) if p.slots.slot(k) >= 0 else 0 for k in sets}
         if p.n > 1 and p.records_since_sync > 0:  # the fitted first-choice shares, averaged by the reducer
-            table[ACCEPT_KEY] = [float(x) for x in p.accept]
+            table[ACCEPT_KEY] = [float(x) for x in p.fit]
             weights[ACCEPT_KEY] = int(p.records_since_sync)
             top = [*top, [ACCEPT_KEY, int(p.records_since_sync)]]  # counted over GL / n: the reducer keeps it
     else:
@@ -212,8 +216,8 @@ def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
         sets = {k: [v > 0 for v in vals] for k, vals in rows.items()}
         if p.sync_block == p.win.block:  # sets (and fits) of an earlier scope are not shared
             share(p, sets)
-            if accept is not None:
-                p.accept = np.clip(np.asarray(accept, dtype=np.float64), 0.0, 1.0)
+            if accept is not None:  # the routers' rule from the next scope on (see the module doc)
+                p.next_accept = np.clip(np.asarray(accept, dtype=np.float64), 0.0, 1.0)
         hot = [k for k in message.get("hot", ()) if int(k) != ACCEPT_KEY]
         message = {**message, "qtable": {}, "hot": hot}
     window = max(p.stats.index, 0)
@@ -256,15 +260,15 @@ def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
         if not isinstance(table, QTable):
             raise ValueError("peer state holds no Dalton Q-table")
         tables.append(table)
-        accepts.append(peer.get("accept"))
+        accepts.append(peer.get("fit"))
         win = peer.get("win")
         if p.placement == "sticky" and win is not None and win.block == p.win.block:
             share(p, scope_sets(_PeerView(peer)))
     if p.placement == "sticky" and peers:
         p.cooperative = True  # peers route the same keys: the tail takes the rule every router shares
-        fits = [np.asarray(p.accept)] + [np.asarray(a) for a in accepts if a is not None]
-        if all(f.shape == (p.n,) for f in fits):  # one first-choice rule: the mean of every router's fit
-            p.accept = np.sort(np.stack(fits), axis=0).mean(axis=0)
+        fits = [np.asarray(p.fit)] + [np.asarray(a) for a in accepts if a is not None]
+        if all(f.shape == (p.n,) for f in fits):  # the next scope's first-choice rule: the mean of the fits
+            p.next_accept = np.sort(np.stack(fits), axis=0).mean(axis=0)
     for table in tables:
         for key, row in table.rows.items():
             contributions.setdefault(key, []).append((float(row.weight), list(row.q)))
