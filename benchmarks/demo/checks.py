@@ -70,19 +70,27 @@ def delivery(run: PipelineRun) -> dict[str, int]:
 
 
 def spark_summary(batches: list[BatchStats], n: int = 0) -> dict[str, float]:
-    """Totals and per-batch means over the micro-batches that read records (``n``: the combiners)."""
+    """Totals and per-batch means over the micro-batches that read records (``n``: the combiners).
+
+    ``record_max_mean`` is the mean of each micro-batch's combiner records max/mean weighted by its records.
+    """
     data = [b for b in batches if b.input_rows > 0]
     ratios = [b.straggler_ratio for b in data if b.straggler_ratio is not None]
     task_max = [max(b.combiner_task_ms) for b in data if b.combiner_task_ms]
     skew = [record_skew(b) for b in data if b.combiner_records]
-    spread = [record_max_mean(b, n) for b in data if b.combiner_records] if n else []
+    spread_of = [b for b in data if b.combiner_records and sum(b.combiner_records)] if n else []
+    spread = [record_max_mean(b, n) for b in spread_of]
     return {
         "batches": float(len(data)),
         "input_rows": float(sum(b.input_rows for b in data)),
         "shuffled_partials": float(sum(b.shuffled_partials for b in data)),
         "partials_per_record": sum(b.shuffled_partials for b in data) / max(1, sum(b.input_rows for b in data)),
         "partials_per_batch": float(np.mean([b.shuffled_partials for b in data])) if data else math.nan,
-        "record_max_mean": float(np.mean(spread)) if spread else math.nan,
+        # weighted by the micro-batch's records: a trailing micro-batch of 16 records (max/mean 4.5 however they
+        # are placed) must not outweigh the ones that hold the work
+        "record_max_mean": float(np.average(spread, weights=[sum(b.combiner_records) for b in spread_of]))
+        if spread
+        else math.nan,
         "straggler_mean": float(np.mean(ratios)) if ratios else math.nan,
         "straggler_max": float(np.max(ratios)) if ratios else math.nan,
         "record_skew_mean": float(np.mean(skew)) if skew else math.nan,
