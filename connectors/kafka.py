@@ -28,6 +28,9 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "heartbeat.interval.ms": 1000,
     "fetch.min.bytes": 1,
     "fetch.wait.max.ms": 50,
+    # librdkafka waits this long before fetching again once its prefetch queue is full (default 1,000 ms): a
+    # reader of a large topic stalled for a second at a time (BENCHMARKS.md, "What the worker waited for")
+    "fetch.queue.backoff.ms": 20,
 }
 
 
