@@ -98,6 +98,7 @@ class Verifier:
         )
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         self._keep_values = False
+        self.kafka, self._partitions, self._isolation = kafka, partitions, isolation_level
 
     def keep_values(self) -> Verifier:
         """Also keep the first routed value per source position (tests compare them with the input)."""
@@ -136,6 +137,37 @@ class Verifier:
             if time.monotonic() > deadline:
                 return False
             self.poll(0.5)
+
+    def locate(self, positions: set[tuple[str, int, int]], timeout: float = 30.0) -> dict[tuple[str, int, int], str]:
+        """Where a fresh reader finds ``positions`` in the topic: ``"partition@offset"`` per position found.
+
+        A diagnosis for positions this verifier never saw: found by a fresh reader means the streaming reader
+        stepped past records the topic holds; not found means the topic does not hold them.
+        """
+        consumer = make_consumer(
+            self.kafka,
+            f"skewroute-locate-{uuid.uuid4().hex[:10]}",
+            **{"fetch.wait.max.ms": 20, "isolation.level": self._isolation, "enable.partition.eof": True},
+        )
+        found: dict[tuple[str, int, int], str] = {}
+        try:
+            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self._partitions)])
+            behind, deadline = set(range(self._partitions)), time.monotonic() + timeout
+            while behind and time.monotonic() < deadline:
+                for m in consumer.consume(10_000, 0.5):
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            behind.discard(m.partition() or 0)
+                        continue
+                    d = decode_routed_record(m.value(), m.key(), m.topic() or "", m.partition() or 0) or {}
+                    with contextlib.suppress(KeyError, TypeError, ValueError):
+                        pos = (str(d["tp"]), int(d["p"]), int(d["o"]))
+                        if pos in positions:
+                            found.setdefault(pos, f"{m.partition()}@{m.offset()}")
+        finally:
+            consumer.close()
+        return found
 
     @property
     def duplicates(self) -> int:

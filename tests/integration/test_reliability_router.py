@@ -25,6 +25,7 @@ from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import free_port
 from connectors.kafka import make_admin
+from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings, SkewrouteSettings
 from spark_consumers.job import start_job
 from tests.integration.router_support import RAW_PARTITIONS, multiset_in, produce, wait_for, zipf_records
@@ -54,7 +55,17 @@ def _never_routed(positions: set[tuple[str, int, int]], verifier: Verifier) -> s
     for _, p, o in positions - set(verifier.seen):
         missing.setdefault(p, []).append(o)
     where = {p: _ranges(sorted(os)) for p, os in sorted(missing.items())}
-    return f"{sum(len(os) for os in missing.values())} never routed: {where}"
+    unseen = positions - set(verifier.seen)
+    found = verifier.locate(unseen)  # a fresh reader: did the streaming reader step past them, or are they gone?
+    raw = next(iter(positions))[0]
+    try:
+        dead = len(read_topic(verifier.kafka, f"{raw}.dlq", idle_s=1.0, timeout_s=10))
+    except BrokerError:
+        dead = 0  # no dead-letter topic: nothing was dead-lettered
+    return (
+        f"{sum(len(os) for os in missing.values())} never routed: {where}; a fresh reader finds {len(found)} of "
+        f"them in the combiner topic (partition@offset: {sorted(found.values())[:8]}); dead letters: {dead}"
+    )
 
 
 def _ranges(offsets: list[int]) -> str:
