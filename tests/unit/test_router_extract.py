@@ -116,3 +116,20 @@ def test_vectorized_extraction_equals_record_by_record(route: dict[str, object],
     msgs = [Msg(v, o=i, ts=None if i == 70 else 1_700_000_000_000 + i) for i, v in enumerate(values)]
     r = _route(max_record_bytes=1_000_000, **route)
     assert _extracted(Extractor(r, vectorized=True), msgs) == _extracted(Extractor(r), msgs)
+
+
+@pytest.mark.parametrize("odd", range(len(_ODD) + 1))
+def test_plain_batch_path_equals_record_by_record(odd: int) -> None:
+    """Small records, Kafka timestamps: the whole-batch pass (taken when every record is plain) or its fallback
+    gives exactly what the generic per-record loop gives, whatever the one odd record is."""
+    good = [b'{"key":"k%d","x":%d}' % (i, i) for i in range(100)]
+    values = good[:50] + ([_ODD[odd]] if odd < len(_ODD) else []) + good[50:]
+    msgs = [Msg(v, o=i, p=i % 3, ts=None if odd == len(_ODD) and i == 70 else 1_700_000_000_000 + i)
+            for i, v in enumerate(values)]  # fmt: skip
+    r = _route(max_record_bytes=1_000_000)
+    generic = Extractor(r)
+    generic._fast_key = None  # the generic loop, record by record
+    assert _extracted(Extractor(r), msgs) == _extracted(generic, msgs)
+    plain = [Msg(v, o=i) for i, v in enumerate(good)]
+    assert Extractor(r)._extract_plain(plain, "key") is not None  # an all-plain batch takes the batch pass
+    assert _extracted(Extractor(r), plain) == _extracted(generic, plain)
