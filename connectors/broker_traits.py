@@ -9,6 +9,8 @@ Tansu (the embedded broker) differs from Apache Kafka in ways the code must know
   it when the successor calls ``init_transactions`` (or when the transaction times out);
 - it never expires a static group member (``group.instance.id``) that stopped heartbeating, so a killed
   static member's partitions are never handed to the survivors; Apache Kafka does after ``session.timeout.ms``;
+- a reader fetching while several transactional producers write one partition can step past a batch the
+  topic holds (it hands out a batch's offsets before storing it): router/DATAPLANE.md;
 - it has no retention, no compaction and no authentication.
 
 Detection: Tansu names its cluster ``tansu_cluster`` and answers a broker-config request with no entries;

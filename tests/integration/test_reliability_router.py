@@ -55,16 +55,14 @@ def _never_routed(positions: set[tuple[str, int, int]], verifier: Verifier) -> s
     for _, p, o in positions - set(verifier.seen):
         missing.setdefault(p, []).append(o)
     where = {p: _ranges(sorted(os)) for p, os in sorted(missing.items())}
-    unseen = positions - set(verifier.seen)
-    found = verifier.locate(unseen)  # a fresh reader: did the streaming reader step past them, or are they gone?
     raw = next(iter(positions))[0]
     try:
         dead = len(read_topic(verifier.kafka, f"{raw}.dlq", idle_s=1.0, timeout_s=10))
     except BrokerError:
         dead = 0  # no dead-letter topic: nothing was dead-lettered
     return (
-        f"{sum(len(os) for os in missing.values())} never routed: {where}; a fresh reader finds {len(found)} of "
-        f"them in the combiner topic (partition@offset: {sorted(found.values())[:8]}); dead letters: {dead}"
+        f"{sum(len(os) for os in missing.values())} never routed: {where}; not in the combiner topic for a fresh "
+        f"reader either; dead letters: {dead}"
     )
 
 
@@ -83,6 +81,8 @@ def _check_dedupe(kafka: KafkaSettings, raw: str, verifier: Verifier, records: l
     positions = {(raw, i % RAW_PARTITIONS, i // RAW_PARTITIONS) for i in range(len(records))}
     assert verifier.wait_for(positions, 60), _never_routed(positions, verifier)
     verifier.poll(1.0)  # late replays
+    if verifier.stepped_past:  # Tansu: the streaming reader stepped past batches a fresh reader found
+        print(f"\n{verifier.stepped_past} positions found by the fresh reader only")
     assert set(verifier.seen) == positions  # nothing that was not in the input
     deduped = Counter((d["k"], orjson.dumps(d["d"])) for d in verifier.first.values())
     assert deduped == multiset_in(records)
