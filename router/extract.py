@@ -25,12 +25,9 @@ JSON type, a value that is not an object, a literal newline, invalid UTF-8) goes
 from __future__ import annotations
 
 import io
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from itertools import chain
-from typing import Any, Protocol
 
 import numpy as np
 import orjson
@@ -38,26 +35,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from router.extract_fields import MAX_TIME_MS, RawMessage, json_type, key_getter, measure_getter, time_getter
 from schemas.exceptions import RecordError
-from schemas.settings import KeySpec, RouteSettings, TimeSpec
+from schemas.settings import RouteSettings
 
 __all__ = ["BadRecord", "Extracted", "Extractor", "RawMessage", "SourceRecord", "unexpected"]
 
-#: Event times must be epoch milliseconds in [0, 2**53) (exact in a double, so Spark and JSON agree).
-MAX_TIME_MS = 1 << 53
 _loads = orjson.loads
 _JSONError = orjson.JSONDecodeError
-
-
-class RawMessage(Protocol):
-    """The part of ``confluent_kafka.Message`` the extractor uses."""
-
-    def value(self) -> bytes | None: ...  # noqa: D102
-    def key(self) -> bytes | None: ...  # noqa: D102
-    def timestamp(self) -> tuple[int, int]: ...  # noqa: D102
-    def partition(self) -> int | None: ...  # noqa: D102
-    def offset(self) -> int | None: ...  # noqa: D102
-    def topic(self) -> str | None: ...  # noqa: D102
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,144 +104,6 @@ class Extracted:
         return len(self.keys)
 
 
-Getter = Callable[[Any, RawMessage], Any]
-
-
-def _path_getter(path: str) -> Callable[[Any], Any]:
-    """A function returning the value at dotted ``path`` of a parsed JSON value; ``KeyError`` when absent."""
-    parts = tuple(path.split("."))
-    if len(parts) == 1:
-        name = parts[0]
-
-        def one(doc: Any) -> Any:
-            return doc[name]
-
-        return one
-
-    def many(doc: Any) -> Any:
-        for p in parts:
-            if type(doc) is not dict:
-                raise KeyError(p)
-            doc = doc[p]
-        return doc
-
-    return many
-
-
-def _key_getter(spec: KeySpec, max_key_bytes: int) -> Getter:
-    if spec.source == "kafka_key":
-
-        def kafka_key(doc: Any, msg: RawMessage) -> str:
-            raw = msg.key()
-            if raw is None:
-                raise RecordError("key", "the Kafka key is missing")
-            if len(raw) > max_key_bytes:
-                raise RecordError("key", f"the Kafka key has {len(raw)} bytes (limit {max_key_bytes})")
-            try:
-                return raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise RecordError("key", "the Kafka key is not valid UTF-8") from None
-
-        return kafka_key
-    path = spec.field or "key"
-    get = _path_getter(path)
-
-    def json_key(doc: Any, msg: RawMessage) -> str:
-        try:
-            k = get(doc)
-        except (KeyError, TypeError):
-            raise RecordError(path, "key field is missing") from None
-        tk = type(k)
-        if tk is str:
-            if not k:
-                raise RecordError(path, "key is an empty string")
-            if len(k) > max_key_bytes // 4 and len(k.encode("utf-8")) > max_key_bytes:
-                raise RecordError(path, f"key is longer than {max_key_bytes} bytes")
-            return k
-        if tk is int:
-            return str(k)
-        raise RecordError(path, f"key must be a string or an integer, got {_json_type(k)}")
-
-    return json_key
-
-
-def _time_getter(spec: TimeSpec) -> Getter:
-    if spec.source == "kafka_timestamp":
-
-        def kafka_ts(doc: Any, msg: RawMessage) -> int:
-            kind, ts = msg.timestamp()
-            if kind == 0 or ts < 0:
-                raise RecordError("timestamp", "the record has no Kafka timestamp")
-            return ts
-
-        return kafka_ts
-    path = spec.field or "t"
-    get = _path_getter(path)
-    unit = spec.unit
-
-    def json_time(doc: Any, msg: RawMessage) -> int:
-        try:
-            v = get(doc)
-        except (KeyError, TypeError):
-            raise RecordError(path, "event time field is missing") from None
-        tv = type(v)
-        if unit == "iso":
-            if tv is not str:
-                raise RecordError(path, f"event time must be an ISO-8601 string, got {_json_type(v)}")
-            try:
-                dt = datetime.fromisoformat(v)
-            except ValueError:
-                raise RecordError(path, f"event time {v[:40]!r} is not ISO-8601") from None
-            if dt.tzinfo is None:
-                dt = dt.replace(tzinfo=UTC)
-            ms = int(dt.timestamp() * 1000)
-        elif tv is int or tv is float:
-            try:
-                ms = int(v * 1000) if unit == "s" else int(v)
-            except (OverflowError, ValueError):  # inf, nan, or a float whose product overflows
-                raise RecordError(path, f"event time {v!r} is out of range") from None
-        else:
-            raise RecordError(path, f"event time must be a number (epoch {unit}), got {_json_type(v)}")
-        if not 0 <= ms < MAX_TIME_MS:
-            raise RecordError(path, f"event time {v!r} is out of range")
-        return ms
-
-    return json_time
-
-
-def _measure_getter(path: str | None) -> Callable[[Any], float | None] | None:
-    if path is None:
-        return None
-    get = _path_getter(path)
-
-    def measure(doc: Any) -> float | None:
-        try:
-            v = get(doc)
-        except (KeyError, TypeError):
-            return None  # an absent measure is null (aggregates skip it); a wrong type is an error
-        tv = type(v)
-        if tv is float:
-            if not math.isfinite(v):
-                raise RecordError(path, f"measure must be a finite number, got {v!r}")
-            return v
-        if tv is int:
-            try:
-                return float(v)
-            except OverflowError:
-                raise RecordError(path, f"measure {str(v)[:40]} is too large for a double") from None
-        if v is None:
-            return None
-        raise RecordError(path, f"measure must be a number, got {_json_type(v)}")
-
-    return measure
-
-
-def _json_type(v: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", float: "a number"}.get(
-        type(v), "null" if v is None else type(v).__name__
-    )
-
-
 def _value_error(raw: bytes) -> RecordError:
     """Why ``raw`` did not parse: not UTF-8, or not JSON (only computed for bad records)."""
     try:
@@ -279,9 +126,9 @@ class Extractor:
     def __init__(self, route: RouteSettings, max_key_bytes: int = 4096, *, vectorized: bool = False) -> None:
         self.route = route
         self.max_record_bytes = route.max_record_bytes
-        self._key = _key_getter(route.key, max_key_bytes)
-        self._time = _time_getter(route.time)
-        self._measure = _measure_getter(route.value_field)
+        self._key = key_getter(route.key, max_key_bytes)
+        self._time = time_getter(route.time)
+        self._measure = measure_getter(route.value_field)
         #: Field-based extraction needs the value to be a JSON object.
         self._needs_object = route.key.source == "field" or route.time.source == "field" or self._measure is not None
         self._max_key_chars = max_key_bytes // 4  # a str of at most this many chars is within the byte limit
@@ -337,7 +184,7 @@ class Extractor:
         except _JSONError:
             raise _value_error(v) from None
         if self._needs_object and type(doc) is not dict:
-            raise RecordError("value", f"must be a JSON object, got {_json_type(doc)}")
+            raise RecordError("value", f"must be a JSON object, got {json_type(doc)}")
         k = self._key(doc, m)
         t = self._time(doc, m)
         if t > self._max_time:
