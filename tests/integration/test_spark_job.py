@@ -169,7 +169,7 @@ def test_restart_from_checkpoint_stays_exact(spark, kafka, topic, tmp_path) -> N
     measured = [s for s in stats if s.combiner_task_ms]  # the status store may lag on a loaded host
     assert measured and all(len(s.combiner_task_ms) == N for s in measured)
     assert all(len(s.combiner_gc_ms) == N and min(s.combiner_gc_ms) >= 0 for s in measured)
-    assert all(gc <= ms for s in measured for gc, ms in zip(s.combiner_gc_ms, s.combiner_task_ms, strict=True))
+    # not gc <= task time: Spark counts a task's JVM GC from before it deserializes the task, its run time after
     assert all(s.straggler_ratio is not None and s.straggler_ratio >= 1.0 for s in measured)
     assert (tmp_path / "progress.jsonl").read_text().count("\n") >= len(stats)
 
