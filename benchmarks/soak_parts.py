@@ -13,7 +13,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import yaml
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from benchmarks.demo.processes import Child
+from benchmarks.topic_reader import read_topic
 from connectors.kafka import make_consumer, make_producer, produce_waiting
 from schemas.records import decode_routed_record
 from schemas.settings import KafkaSettings
@@ -99,7 +99,7 @@ class Verifier:
         )
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         self._keep_values = False
-        self.kafka, self._partitions, self._isolation = kafka, partitions, isolation_level
+        self.kafka, self._isolation = kafka, isolation_level
         self.stepped_past = 0  # positions only a fresh reader found (see wait_for)
 
     def keep_values(self) -> Verifier:
@@ -150,7 +150,12 @@ class Verifier:
     def recover(self, positions: set[tuple[str, int, int]], timeout: float = 30.0) -> int:
         """Add the copies of ``positions`` a fresh reader finds in the topic; how many positions it found."""
         found = 0
-        for pos, d, _, _ in self._read_fresh(timeout):
+        for r in read_topic(self.kafka, self.topic, idle_s=1.0, timeout_s=timeout, isolation_level=self._isolation):
+            d = decode_routed_record(r.value, r.key, self.topic, r.partition) or {}
+            try:
+                pos = (str(d["tp"]), int(d["p"]), int(d["o"]))
+            except (KeyError, TypeError, ValueError):
+                continue
             if pos not in positions:
                 continue
             found += pos not in self.seen
@@ -160,29 +165,6 @@ class Verifier:
                 self.first[pos] = d
         self.stepped_past += found
         return found
-
-    def _read_fresh(self, timeout: float) -> Iterator[tuple[tuple[str, int, int], dict[str, Any], int, int]]:
-        """(position, record, partition, offset) of every routed record, read from the beginning by a new consumer."""
-        consumer = make_consumer(
-            self.kafka,
-            f"skewroute-reread-{uuid.uuid4().hex[:10]}",
-            **{"fetch.wait.max.ms": 20, "isolation.level": self._isolation, "enable.partition.eof": True},
-        )
-        try:
-            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self._partitions)])
-            behind, deadline = set(range(self._partitions)), time.monotonic() + timeout
-            while behind and time.monotonic() < deadline:
-                for m in consumer.consume(10_000, 0.5):
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            behind.discard(m.partition() or 0)
-                        continue
-                    d = decode_routed_record(m.value(), m.key(), m.topic() or "", m.partition() or 0) or {}
-                    with contextlib.suppress(KeyError, TypeError, ValueError):
-                        yield (str(d["tp"]), int(d["p"]), int(d["o"])), d, m.partition() or 0, m.offset() or 0
-        finally:
-            consumer.close()
 
     @property
     def duplicates(self) -> int:

@@ -41,8 +41,12 @@ def read_topic(
     expected: int | None = None,
     idle_s: float = 2.0,
     timeout_s: float = 120.0,
+    isolation_level: str | None = None,
 ) -> list[TopicRecord]:
-    """Every record of ``topic`` from the beginning (all partitions), in per-partition offset order."""
+    """Every record of ``topic`` from the beginning (all partitions), in per-partition offset order.
+
+    ``isolation_level`` overrides the consumer's (``make_consumer``'s default when ``None``).
+    """
     n = partition_count(make_admin(kafka), topic)
     if n is None:
         raise BrokerError(f"topic {topic!r} does not exist")
@@ -50,6 +54,7 @@ def read_topic(
         kafka,
         group_id=f"skewroute-reader-{time.monotonic_ns()}",
         **{"fetch.wait.max.ms": 20, "enable.partition.eof": True},
+        **({"isolation.level": isolation_level} if isolation_level else {}),
     )
     out: list[TopicRecord] = []
     try:
