@@ -391,6 +391,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
         buf = np.empty((k + int(nheld.sum()) + 4 * n + 2, 3), dtype=np.int64)
         c64 = counts.astype(np.int64)
         rows = 0
+        one = not self.cooperative
         if back.size:  # keys back in a new scope: where they were (one router: planned), when there is room
             # (micro-batches that span several slides, as under a backlog, then ship one partial for them, not
             # one per slide). One router's plan is for the whole scope: room against the scope's expected mean
@@ -398,7 +399,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
             room, hold = (
                 (cap, hold_cap) if self.cooperative else (basis * (1 + self.balance), basis * (1 + 2 * self.balance))
             )
-            rows = place_keys(back.astype(np.intp), c64, c1, c2, held, loads, room, hold, buf, False)
+            rows = place_keys(back.astype(np.intp), c64, c1, c2, held, loads, room, hold, buf, False, one)
         if self.cooperative:  # the first choice every router shares, and room for the routers' differences
             # against the mean the scope is expected to reach (the last scope's): early in a scope, when a
             # router's loads differ from its peers' most, a key spills only when far from its fitted share
@@ -406,11 +407,14 @@ class DaltonPartitioner(KeySlots, Partitioner):
             tail = np.concatenate([held1, new[~again]]).astype(np.intp)
             rows += place_keys(tail, c64, c1, c2, held, loads, spill, spill, buf[rows:], False)
             rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False)
-        else:  # one router: held keys, then split and hot keys, then new keys on the less loaded candidate
+        else:  # one router: held keys, then split and hot keys, then new keys on the less loaded candidate; a
+            # key that outgrows the combiners holding it takes them up to the hold cap, then one more (whole on
+            # the least loaded, or on the ones with the most room): a large key reaches as few combiners as its
+            # size needs, where filling the few tuples of room that other keys leave would spread it over many
             fresh = new[~again].astype(np.intp)
-            rows += place_keys(held1.astype(np.intp), c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True)
-            rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False)
-            rows += place_keys(fresh, c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True)
+            rows += place_keys(held1.astype(np.intp), c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True, True)
+            rows += place_keys(rest, c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], False, True)
+            rows += place_keys(fresh, c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True, True)
         pk, pc, pn = buf[:rows, 0], buf[:rows, 1], buf[:rows, 2]
         comb = np.zeros(k, dtype=np.intp)
         comb[pk] = pc

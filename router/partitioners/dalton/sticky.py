@@ -43,6 +43,19 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
 
+def _piece_py(out: I64, first: int, rows: int, i: int, c: int, put: int, loads: F64) -> int:
+    """Add ``put`` tuples of key ``i`` on combiner ``c`` (to its piece among ``out[first:rows]``, or a new row)."""
+    loads[c] += put
+    for r in range(first, rows):
+        if out[r, 1] == c:
+            out[r, 2] += put
+            return rows
+    out[rows, 0] = i
+    out[rows, 1] = c
+    out[rows, 2] = put
+    return rows + 1
+
+
 def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the compiled twin is the same code
     order: IntP,
     counts: I64,
@@ -54,6 +67,7 @@ def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the c
     hold_cap: float,
     out: I64,
     least: bool = False,
+    loose: bool = False,
 ) -> int:
     """Place the keys of ``order`` (see the module doc); writes pieces to ``out`` (rows), returns their number."""
     n = loads.shape[0]
@@ -106,6 +120,15 @@ def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the c
                         rows += 1
                         took[c] = True
                         rem -= put
+            if loose and rem > 0:  # then up to the hold cap, before the key reaches a further combiner
+                for j in range(m):
+                    c = probe[j]
+                    if rem > 0 and held[i, c]:
+                        put = max(0, min(rem, int(hold_cap - loads[c])))
+                        if put > 0:
+                            rows = _piece(out, first, rows, i, c, put, loads)
+                            took[c] = True
+                            rem -= put
         if least and m > 1 and loads[probe[1]] < loads[probe[0]]:  # the less loaded candidate first
             probe[0] = b
             probe[1] = a
@@ -132,6 +155,26 @@ def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the c
                     out[rows, 2] = rem
                     rows += 1
                     rem = 0
+        if loose and rem > 0 and nheld > 0:  # a held key's rest: whole on the least loaded other combiner
+            low = -1
+            for c in range(n):
+                if not took[c] and not held[i, c] and (low < 0 or loads[c] < loads[low]):
+                    low = c
+            if low >= 0 and loads[low] + rem <= cap:
+                rows = _piece(out, first, rows, i, low, rem, loads)
+                took[low] = True
+                rem = 0
+        while loose and rem > 0:  # split: fill the combiners with the most room first (fewest pieces)
+            low = -1
+            for c in range(n):
+                if not took[c] and not held[i, c] and loads[c] < cap and (low < 0 or loads[c] < loads[low]):
+                    low = c
+            put = 0 if low < 0 else max(0, min(rem, int(cap - loads[low])))
+            if put <= 0:
+                break
+            rows = _piece(out, first, rows, i, low, put, loads)
+            took[low] = True
+            rem -= put
         if rem > 0:  # split: fill combiners in probe order (the ones not holding it yet)
             for j in range(m):
                 c = probe[j]
@@ -155,18 +198,7 @@ def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the c
                 for c in range(1, n):
                     if loads[c] < loads[low]:
                         low = c
-            loads[low] += rem
-            hit = -1
-            for r in range(first, rows):
-                if out[r, 1] == low:
-                    hit = r
-            if hit >= 0:
-                out[hit, 2] += rem
-            else:
-                out[rows, 0] = i
-                out[rows, 1] = low
-                out[rows, 2] = rem
-                rows += 1
+            rows = _piece(out, first, rows, i, low, rem, loads)
     return rows
 
 
@@ -223,6 +255,7 @@ def _compile(fn: Any) -> Any:
     return njit(cache=True)(fn)
 
 
+_piece = _compile(_piece_py)
 place_keys = _compile(place_keys_py)
 plan_homes = _compile(plan_homes_py)
 fit_shares = _compile(fit_shares_py)
