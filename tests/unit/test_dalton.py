@@ -99,6 +99,7 @@ WORKLOADS = {
     "zipf10": lambda: zipf_keys(100_000, 1.0, 10_000, 42),
     "zipf20": lambda: zipf_keys(100_000, 2.0, 10_000, 42),
     "zipf15_1k": lambda: zipf_keys(100_000, 1.5, 1_000, 42, permute=True),
+    "zipf20_1k": lambda: zipf_keys(100_000, 2.0, 1_000, 42, permute=True),
     "zipf10_100k": lambda: zipf_keys(100_000, 1.0, 100_000, 42, permute=True),
     "uniform": uniform_keys,
     "phases": phases_keys,
@@ -134,6 +135,8 @@ def flights_keys(size: int) -> np.ndarray:
         ("flights", 8, 20_000),  # one router's planned homes: 1.075 replication (floor 1.000) before them
         ("flights", 16, 5_000),  # 1.162 before them
         ("flights", 16, 20_000),  # 1.092 before a held key outgrowing its combiners took them to the hold cap
+        ("zipf20_1k", 32, 5_000),  # 1.337 (floor 1.262) before one router planned its large keys' sets
+        ("zipf20_1k", 32, 20_000),  # 1.187 (floor 1.135) before a held key took its combiners to the hold cap
     ],
 )
 def test_quality_at_the_floor(workload: str, n: int, w: int) -> None:
@@ -142,6 +145,25 @@ def test_quality_at_the_floor(workload: str, n: int, w: int) -> None:
     ratio, rep, floor = micro_batch_quality("dalton", keys, n, w)
     assert ratio <= 1.05, (ratio, rep, floor)
     assert rep <= floor + 0.05, (ratio, rep, floor)
+
+
+def test_one_router_plans_a_large_keys_combiners() -> None:
+    """A key of 1.65 combiner means in one scope holds two combiners from the first tuple of the next one."""
+    n, w = 4, 8_000
+    rng = np.random.default_rng(3)
+    scope = np.concatenate([np.zeros(3_300, dtype=np.int64), rng.integers(1, 400, w - 3_300)])
+    keys = np.concatenate([rng.permutation(scope) for _ in range(3)])
+    part = P.create("dalton", n=n, window=12 * w, slide=w, seed=1)
+    times = np.arange(len(keys), dtype=np.int64)
+    out = np.concatenate([part.assign(keys[a:b], times[a:b]) for a, b in unaligned_batches(len(keys))])
+    assert part.shared_block == part.win.block and part.shared_ids.size == 1  # key 0, the one large key
+    planned = part.shared_rows[0]
+    assert planned.sum() == 2  # 3,300 tuples where a combiner's mean is 2,000: two combiners
+    for s in (w, 2 * w):  # the scopes after the first, each planned on the one before
+        k, c = keys[s : s + w], out[s : s + w]
+        assert planned[c[k == 0]].mean() >= 0.95  # the key's tuples on its planned combiners
+        loads = np.bincount(c, minlength=n)
+        assert loads.max() / loads.mean() <= 1.05
 
 
 def test_uniform_keys_hash_like() -> None:

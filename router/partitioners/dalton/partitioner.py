@@ -78,6 +78,9 @@ MAX_COMBINERS = 32767
 HOLD_ONE = 2.5
 #: One router's plan moves keys of at least ``1 / PLAN_SMALL`` of a combiner's mean; smaller ones keep their homes.
 PLAN_SMALL = 64.0
+#: One router's plan gives a key of more than this many combiner means a combiner set of its own (filled to
+#: the mean, largest key first) that it holds from the first tuple of the next scope.
+PLAN_SPLIT = 1.0
 #: One router's scope is added up into one entry per key every this many segments (bounded memory).
 SCOPE_SEGMENTS = 64
 
@@ -172,7 +175,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.sync_block = -1  # the scope of the last SYNC sent
         self.buffer: list[Reward] = []
         self.last_global_block = -1
-        #: sticky placement: combiner sets of split keys learnt from peers, valid in scope ``shared_block``
+        #: sticky placement: combiner sets of split keys learnt from peers (one router: planned for its large
+        #: keys), valid in scope ``shared_block``
         self.shared_ids: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
         self.shared_rows: npt.NDArray[np.bool_] = np.zeros((0, self.n), dtype=bool)
         self.shared_block = -1
@@ -209,30 +213,54 @@ class DaltonPartitioner(KeySlots, Partitioner):
             self.tail_pairs[:] = 0
             self.last_total = float(self.win.head_load.sum()) if nxt else 0.0
             if nxt and not self.cooperative:
-                self._plan_homes()
+                self._plan_homes(block)
             self.scope_segments = []
         self.win.advance(block)
         if self.stats.advance(int(t // self.stats_window)):
             self.qtable.expire(self.stats.index)
 
-    def _plan_homes(self) -> None:
-        """One router, at the end of a scope: each key's home for the next one (``last_comb``), largest first.
+    def _plan_homes(self, block: int) -> None:
+        """One router, at the end of a scope: each key's place in the next one (scope ``block``).
 
-        The closing scope's counts stand for the next scope's. A key keeps its home while the home's planned
-        load stays within the mean; otherwise, and for a key without one (split in the closing scope), the
-        least loaded combiner is its home. Keys under ``1 / PLAN_SMALL`` of the mean keep their homes and count
-        as planned load.
+        The closing scope's counts stand for the next scope's. Keys of more than ``PLAN_SPLIT`` means, largest
+        first, get combiner sets: the least loaded combiners, each filled to the mean (the last one partly).
+        The key holds that set from its first tuple of the next scope (as a peer's set would, see
+        :meth:`_sticky`), so it reaches the combiners its size needs and the other keys are planned around
+        it; placed online, segment by segment, it reached about twice as many. Then every other key gets a
+        home (``last_comb``): it keeps its home while the home's planned load stays within the mean;
+        otherwise, and for a key without one (split in the closing scope), the least loaded combiner is its
+        home. Keys under ``1 / PLAN_SMALL`` of the mean keep their homes and count as planned load.
         """
         if not self.scope_segments:
             return
         slots, counts = self._scope_counts()
         home = self.last_comb[slots].astype(np.intp)
         mean = float(counts.sum()) / self.n
+        large = np.flatnonzero(counts > PLAN_SPLIT * mean)
+        large = large[np.argsort(-counts[large], kind="stable")]
+        planned = [0.0] * self.n
+        sets = np.zeros((large.shape[0], self.n), dtype=bool)
+        for row, rem in enumerate(counts[large].tolist()):  # a few keys (at most n / PLAN_SPLIT)
+            while rem > 0:
+                low = min(range(self.n), key=planned.__getitem__)
+                put = min(rem, mean - planned[low]) if planned[low] < mean else rem
+                planned[low] += put
+                sets[row, low] = True
+                rem -= put
+        loads = np.asarray(planned, dtype=np.float64)
+        if large.size:
+            ids = self.slots.ids[slots[large]]
+            by_id = np.argsort(ids)
+            self.shared_ids, self.shared_rows, self.shared_block = ids[by_id], sets[by_id], block
         moving = (counts >= mean / PLAN_SMALL) | (home < 0)
+        moving[large] = False
+        fixed = ~moving
+        fixed[large] = False
         order = np.flatnonzero(moving)
         order = order[np.argsort(-counts[order], kind="stable")].astype(np.intp)
-        loads = np.bincount(home[~moving], weights=counts[~moving], minlength=self.n).astype(np.float64)
+        loads += np.bincount(home[fixed], weights=counts[fixed], minlength=self.n)
         plan_homes(order, counts, home, loads, mean)
+        home[large] = -1
         self.last_comb[slots] = home
 
     def _scope_counts(self) -> tuple[IntP, F64]:
