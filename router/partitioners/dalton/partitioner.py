@@ -433,8 +433,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
             # router's loads differ from its peers' most, a key spills only when far from its fitted share
             spill = max(level, self.last_total / n) * (1.0 + 2.0 * self.balance)
             tail = np.concatenate([held1, new[~again]]).astype(np.intp)
-            rows += place_keys(tail, c64, c1, c2, held, loads, spill, spill, buf[rows:], False)
-            rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False)
+            rows += place_keys(tail, c64, c1, c2, held, loads, spill, spill, buf[rows:], False, False)
+            rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False, False)
         else:  # one router: held keys, then split and hot keys, then new keys on the less loaded candidate; a
             # key that outgrows the combiners holding it takes them up to the hold cap, then one more (whole on
             # the least loaded, or on the ones with the most room): a large key reaches as few combiners as its

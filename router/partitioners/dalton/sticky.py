@@ -15,6 +15,11 @@ Contract of :func:`place_keys` (the compiled loop; :func:`place_keys_py` is the 
 - a key's probe order is ``c1[i]``, ``c2[i]``, then the combiners after ``c1[i]``, cyclically (the caller
   gives the same candidates on every router, so routers that see the same loads take the same decisions).
 
+With ``loose`` (one router), a key that outgrows the combiners holding it takes them up to ``hold_cap`` (in
+probe order, after the ``cap`` pass), then its rest goes whole to the least loaded other combiner when that
+stays within ``cap``, and a key that must still be split fills the combiners with the most room first instead
+of its probe order: the fewest pieces, where routers sharing keys need the probe order to agree.
+
 Keys are decided in ``order`` (the caller puts held keys first, then new keys largest first). Returns the
 pieces as ``(key index, combiner, tuples)`` rows, at most one per (key, combiner), grouped by key in the order
 the keys were decided.
@@ -271,6 +276,6 @@ def warm() -> None:
     n = 2
     order = np.zeros(1, np.intp)
     place_keys(order, np.ones(1, np.int64), order, order + 1, np.zeros((1, n), np.bool_), np.zeros(n), 1.0, 1.0,
-               np.zeros((1 + 4 * n, 3), np.int64), True)  # fmt: skip
+               np.zeros((1 + 4 * n, 3), np.int64), True, True)  # fmt: skip
     plan_homes(order, np.ones(1), np.full(1, -1, np.intp), np.zeros(n), 1.0)
     fit_shares(np.ones((n, n)), np.full(n, 2.0), 2.0, np.ones(n), 1)
