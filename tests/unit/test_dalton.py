@@ -136,7 +136,7 @@ def flights_keys(size: int) -> np.ndarray:
         ("flights", 16, 5_000),  # 1.162 before them
         ("flights", 16, 20_000),  # 1.092 before a held key outgrowing its combiners took them to the hold cap
         ("zipf20_1k", 32, 5_000),  # 1.337 (floor 1.262) before one router planned its large keys' sets
-        ("zipf20_1k", 32, 20_000),  # 1.187 (floor 1.135) before a held key took its combiners to the hold cap
+        ("zipf20_1k", 32, 20_000),  # a guard: the sweep's stream of this cell was over (1.187, floor 1.135)
     ],
 )
 def test_quality_at_the_floor(workload: str, n: int, w: int) -> None:
