@@ -12,7 +12,8 @@ A reducer that holds a closable round without answering for the takeover timeout
 unless no other member is live, so an instance that claims the lowest id but never publishes a GLOBAL (a
 hung process, a hostile writer) stops the rounds for one takeover timeout only. A reducer that learns it
 was deposed (a GLOBAL of another reducer while it had been elected for longer than the takeover timeout,
-e.g. after a long pause) deposes itself, so the nodes agree again.
+e.g. after a long pause) deposes itself, and a node that waits on an elected reducer for a round another
+member answers deposes the reducer it waited for (another node's timer ran out first), so the nodes agree again.
 
 Bounded: at most ``max_members`` live members (SYNCs of further new ids are refused) and the ``left`` /
 ``deposed`` / ``dropped`` records are capped.

@@ -15,7 +15,9 @@ Hardening (every bound is a :class:`NodeConfig` field):
   until it reports again;
 - a partitioner in AWAIT for ``await_rounds`` x DSYNC without a GLOBAL leaves it (local table);
 - a reducer holding a closable round for the takeover timeout (``takeover_factor`` x the liveness timeout)
-  without a GLOBAL is deposed (see :class:`~router.sync.membership.Membership`);
+  without a GLOBAL is deposed (see :class:`~router.sync.membership.Membership`); a node that still waits
+  for a reducer elected that long while another member answers the round deposes it too (the views agree
+  again even when only one node's timer ran out);
 - messages of another route, deployment, combiner count or parameter ``fingerprint``, over ``max_bytes``
   or ``max_rows``, are counted in ``NodeStats.ignored`` and dropped; outgoing messages are cut to fit
   (rows of least weight first, ``NodeStats.rows_cut``);
@@ -346,6 +348,19 @@ class SyncNode:
                         msg.reducer, msg.round)  # fmt: skip
             self.membership.depose(self.instance, now, 10 * self.takeover_timeout())
             self.stats.deposed += 1
+        elif (
+            elected is not None
+            and elected not in (self.instance, msg.reducer)
+            and self._stall_since is not None
+            and self._stall_leader == elected
+            and msg.round > self.reducer.published
+            and now - self._leader_since > self.takeover_timeout()
+        ):  # another member deposed the reducer this node still waits for, and answers its rounds: follow it
+            log.warning("route %s: %s answered round %d while %s held it: deposed", self.config.route, msg.reducer,
+                        msg.round, elected)  # fmt: skip
+            self.membership.depose(elected, now, 10 * self.takeover_timeout())
+            self.stats.deposed += 1
+            self._stall_since = None
         self.reducer.observe(msg, now, own=msg.reducer == self.instance, live=live)
         period = self.client.dsync  # the interval the round's SYNCs were sent at
         update = self.client.accept_global(msg, now)

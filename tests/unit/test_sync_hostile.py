@@ -133,3 +133,26 @@ def test_messages_are_cut_to_fit_and_carry_the_fingerprint() -> None:
     assert kept == set(sorted(rows, key=int, reverse=True)[: len(kept)])  # the heaviest rows stay
     back = parse_control(encode_control(fitted), max_bytes=50_000, max_rows=2_000)
     assert back.fingerprint == msg.fingerprint and len(back.q_table) == len(kept)
+
+
+def test_a_node_follows_another_that_deposed_the_reducer_it_waits_for() -> None:
+    """Only node 0's timer ran out on "0" (deposed by hand here): node 1 follows once node 0 answers the rounds.
+
+    Before, node 1 kept "0" elected for good: node 0's GLOBALs closed each round before node 1's own takeover
+    timer could run out (seen on a loaded CI host in the broker test of the hostile writer).
+    """
+    c = SkewedCluster([0.0, 0.0])
+    takeover = c.nodes[0].takeover_timeout()
+    t, seq = 0.0, 0
+    while t < 5 * takeover:
+        t += 50
+        if t % 100 == 0:  # "0" claims the lowest id with a SYNC every 100 ms and never publishes a GLOBAL
+            seq += 1
+            c.deliver([_hostile_sync(seq, sent=int(t))])
+        if t == 1_500:
+            assert [n.leader(t) for n in c.nodes] == ["0", "0"]
+            c.nodes[0].membership.depose("0", t, 10 * takeover)
+        c.step(t)
+    assert [n.leader(c.t) for n in c.nodes] == ["w0", "w0"]
+    assert [n.stats.deposed for n in c.nodes] == [0, 1]
+    assert c.nodes[1].stats.globals_applied >= 4 * takeover / DSYNC  # the rounds went on meanwhile
