@@ -99,7 +99,8 @@ class BatchStats:
     lag: dict[str, int] = field(default_factory=dict)
     skipped_partitions: int = 0
     combiner_attribution: str = ""
-    #: JVM garbage-collection time inside each combiner task (part of its ``combiner_task_ms``)
+    #: JVM garbage-collection time during each combiner task (Spark's ``jvmGcTime``: counted from the task's
+    #: start, its deserialization included, which ``combiner_task_ms`` leaves out: it can exceed that)
     combiner_gc_ms: list[int] = field(default_factory=list)
 
     def to_json(self) -> str:
