@@ -50,10 +50,11 @@ def worker_config(
     router: dict[str, Any] | None = None,
     route: dict[str, Any] | None = None,
     spark: dict[str, Any] | None = None,
+    kafka: dict[str, Any] | None = None,
 ) -> Path:
     """Write a router worker's YAML settings (one route over ``raw_topic``) and return the path."""
     cfg = {
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": bootstrap, **(kafka or {})},
         "router": {
             "app_id": app_id,
             "instance_id": instance,

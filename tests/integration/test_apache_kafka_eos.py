@@ -47,6 +47,9 @@ def test_sigkilled_exactly_once_router_fenced_by_successor_exact_without_dedupe(
         tmp_path / "w1.yaml", kafka.bootstrap_servers, topic, app_id=f"app-{topic}", instance="w1",
         state_dir=tmp_path / "state", partitioner={"name": "pkg"}, route={"value_field": "i"},
         router={"batch_max_records": 300, "delivery": "exactly_once"},
+        # small produce requests: a transaction's records reach the log over most of its life, not only in one
+        # request just before the commit (more kills land inside a transaction; 3 kills all missed once in CI)
+        kafka={"producer": {"batch.size": 2_000, "linger.ms": 0}},
         spark={"dedupe": False, "max_records_per_trigger": 2_500, "isolation_level": "read_committed",
                "watermark": "1 hour", "window": "10 seconds",
                "checkpoint_dir": str(tmp_path / "ck"), "progress_log": str(tmp_path / "progress.jsonl")},
