@@ -32,12 +32,12 @@ about 1). What carries over from one scope to the next: the fitted shares, each 
 Cooperating routers also share the combiner sets of their split and hot keys and the fitted shares
 (:mod:`.sync`): P routers fill one set per key instead of P.
 
-``placement="bandit"``: the paper's Algorithm 1 with the project's options. Hot keys (frequency ``>= L / n``
-in the statistics window) are routed by the epsilon-greedy contextual bandit (:mod:`.bandit`) in chunks,
-the other keys by ``tail`` (``hash``, the paper, or the two-choice ``affinity`` rule of :mod:`.tail`);
-``pack`` routes hot keys first up to the mean level; ``update``, ``quantum``, ``micro_batch`` as described
-on :class:`~schemas.partitioner_settings.DaltonSettings`. ``quantum=1, update="chosen", pack=False,
-tail="hash", micro_batch=False`` is Algorithm 1 tuple by tuple.
+``placement="bandit"`` (:mod:`.placement_bandit`): the paper's Algorithm 1 with the project's options. Hot
+keys (frequency ``>= L / n`` in the statistics window) are routed by the epsilon-greedy contextual bandit
+(:mod:`.bandit`) in chunks, the other keys by ``tail`` (``hash``, the paper, or the two-choice ``affinity``
+rule of :mod:`.tail`); ``pack`` routes hot keys first up to the mean level; ``update``, ``quantum``,
+``micro_batch`` as described on :class:`~schemas.partitioner_settings.DaltonSettings`. ``quantum=1,
+update="chosen", pack=False, tail="hash", micro_batch=False`` is Algorithm 1 tuple by tuple.
 
 The sliding window's fragmentation (with correct expiry) is kept in both placements; key forwarding uses it.
 """
@@ -53,11 +53,11 @@ import numpy.typing as npt
 
 from router.partitioners.base import Partitioner, PartitionerState
 from router.partitioners.dalton import sync
-from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward, run_chunks
+from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward
+from router.partitioners.dalton.placement_bandit import place_segment
 from router.partitioners.dalton.slots import KeySlots, SlotTable
 from router.partitioners.dalton.stats import FrequencyStats
 from router.partitioners.dalton.sticky import fit_shares, place_keys, plan_homes, warm
-from router.partitioners.dalton.tail import affinity_fill
 from router.partitioners.dalton.window import SlidingState
 from router.partitioners.keys import KeyBatch
 from schemas.partitioner_settings import DaltonSettings
@@ -309,7 +309,6 @@ class DaltonPartitioner(KeySlots, Partitioner):
     def _segment(
         self, slots: IntP, ids: npt.NDArray[np.uint64], counts: I64, inv: IntP
     ) -> tuple[IntP, npt.NDArray[np.bool_]]:
-        n = self.n
         freq = self.stats.observe(slots, ids, counts, inv.shape[0])
         self._sync_pending.append((slots, counts))  # added up lazily (flush_sync_counts)
         if len(self._sync_pending) >= 32:
@@ -323,48 +322,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
             hot = (ids[:, None] == np.fromiter(rows, dtype=np.uint64, count=len(rows))[None, :]).any(axis=1)
         if self.placement == "sticky":
             return self._sticky(slots, ids, counts, inv, hot), hot
-        base: F64 = (self.win.head_load if self.scope == "slide" else self.win.window_load).astype(np.float64)
-        any_hot = bool(rows) and bool(hot.any())
-        t = np.flatnonzero(~hot) if any_hot else None
-        st = slots if t is None else slots[t]
-        ct = counts if t is None else counts[t]
-        level = (float(base.sum()) + inv.shape[0]) / n  # the mean load once the segment is routed
-        affinity = self.tail == "affinity" and st.size > 0
-        held = c1 = c2 = None
-        if affinity:
-            cand = self.cand[st]
-            c1, c2 = cand[:, 1].astype(np.intp), cand[:, 2].astype(np.intp)
-            if self.scope == "window" or not self.win.head_empty:  # a fresh slide holds nothing yet
-                held = np.where(
-                    self.win.held(st, c1, self.scope), c1, np.where(self.win.held(st, c2, self.scope), c2, -1)
-                )
-        hot_out: IntP | None = None
-        if any_hot and self.pack:  # hot keys first (after the tail keys bound to a combiner), up to the level
-            fixed = np.zeros(n) if held is None else np.bincount(held[held >= 0], ct[held >= 0], minlength=n)
-            choice = self.cand[slots, 0].astype(np.intp)
-            loads = (base + fixed).tolist()
-            hot_out = np.empty(inv.shape[0], dtype=np.intp)
-            pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, choice, counts, inv, loads, hot_out, level)
-            base = np.asarray(loads, dtype=np.float64) - fixed
-        if affinity:
-            assert c1 is not None and c2 is not None
-            tail = affinity_fill(c1, c2, held, ct, base, n, level if self.pack else None)
-        else:
-            tail = self.cand[st, 0].astype(np.intp)
-        if t is None:
-            self.win.add(slots, tail, counts)
-            return tail[inv], hot
-        choice = self.cand[slots, 0].astype(np.intp)
-        choice[t] = tail
-        tuple_out = choice[inv]
-        if hot_out is None:  # tail first, then the hot tuples up to their water level (the paper's order)
-            loads = (base + np.bincount(tail, weights=ct, minlength=n)).tolist()
-            pslots, pcombs, pcounts = self._route_hot(hot, slots, ids, choice, counts, inv, loads, tuple_out)
-        else:
-            on = hot[inv]
-            tuple_out[on] = hot_out[on]
-        self.win.add(np.concatenate([st, pslots]), np.concatenate([tail, pcombs]), np.concatenate([ct, pcounts]))
-        return tuple_out, hot
+        return place_segment(self, slots, ids, counts, inv, hot), hot
 
     def _sticky(
         self, slots: IntP, ids: npt.NDArray[np.uint64], counts: I64, inv: IntP, hot: npt.NDArray[np.bool_]
@@ -462,61 +420,6 @@ class DaltonPartitioner(KeySlots, Partitioner):
             cand1, cand2 = cand[whole, 1].astype(np.intp), cand[whole, 2].astype(np.intp)
             self.tail_pairs += np.bincount(cand1 * n + cand2, weights=counts[whole], minlength=n * n).reshape(n, n)
         return out
-
-    def _route_hot(
-        self,
-        hot: npt.NDArray[np.bool_],
-        slots: IntP,
-        ids: npt.NDArray[np.uint64],
-        home: IntP,
-        counts: I64,
-        inv: IntP,
-        loads: list[float],
-        out: IntP,
-        level: float | None = None,
-    ) -> tuple[IntP, IntP, I64]:
-        """Route the hot tuples chunk by chunk (writes ``out``); returns distinct (slot, combiner, tuples)."""
-        n = self.n
-        hk = np.flatnonzero(hot)
-        gmap = np.full(hot.shape[0], -1, dtype=np.int16)  # hot key index per distinct key (at most ~2n)
-        gmap[hk] = np.arange(hk.shape[0])
-        hot_counts = counts[hk].tolist()
-        order = np.argsort(gmap[inv], kind="stable")  # non-hot tuples first, then each hot key in order
-        tpos = order[inv.shape[0] - sum(hot_counts) :]
-        keys_u = ids[hk].tolist()
-        rows = self.qtable.rows
-        for key, h in zip(keys_u, home[hk].tolist(), strict=True):
-            rows[key].home = h
-        held = self.win.head[slots[hk]] if self.scope == "slide" else self.win.refcount[slots[hk]] > 0
-        masks = dict(zip(keys_u, (sum(1 << c for c in range(n) if r[c]) for r in held.tolist()), strict=True))
-        adaptive = self.quantum is None
-        quantum = max(1, inv.shape[0] // (32 * n)) if self.quantum is None else self.quantum
-        chunks = run_chunks(
-            self.qtable, self.cfg, keys_u, hot_counts, loads, masks, quantum, adaptive,
-            self._draw, self.buffer if self.awaiting else None, level,
-        )  # fmt: skip
-        if self.awaiting and len(self.buffer) > sync.MAX_BUFFER:
-            sync.leave_await(self)  # no GLOBAL for too long: bounded memory, local learning goes on
-        chunks.sort(key=lambda c: c[0])  # per key, in the order decided (the sort is stable)
-        out[tpos] = np.repeat([c[1] for c in chunks], [c[2] for c in chunks])
-        pairs: dict[tuple[int, int], int] = {}
-        for j, a, m in chunks:
-            pairs[j, a] = pairs.get((j, a), 0) + m
-        hslots = slots[hk].tolist()
-        return (
-            np.asarray([hslots[j] for j, _ in pairs], dtype=np.intp),
-            np.asarray([a for _, a in pairs], dtype=np.intp),
-            np.asarray(list(pairs.values()), dtype=np.int64),
-        )
-
-    def _draw(self) -> tuple[list[float], list[int]]:
-        """Exploration draws for the bandit (none when epsilon = 0: deterministic, seed-independent)."""
-        size = 4 * self.n
-        if self.cfg.epsilon <= 0:
-            return [1.0] * size, [0] * size
-        u = np.asarray(self.rng.random(size), dtype=np.float64).tolist()
-        r = np.asarray(self.rng.integers(0, self.n, size), dtype=np.int64).tolist()
-        return u, r
 
     # -- key forwarding (Sec. 4.2) -------------------------------------------------------------
     def _forwardable(self, slots: IntP, hot: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
