@@ -47,9 +47,10 @@ def test_sigkilled_exactly_once_router_fenced_by_successor_exact_without_dedupe(
         tmp_path / "w1.yaml", kafka.bootstrap_servers, topic, app_id=f"app-{topic}", instance="w1",
         state_dir=tmp_path / "state", partitioner={"name": "pkg"}, route={"value_field": "i"},
         router={"batch_max_records": 300, "delivery": "exactly_once"},
-        # small produce requests: a transaction's records reach the log over most of its life, not only in one
-        # request just before the commit (more kills land inside a transaction; 3 kills all missed once in CI)
-        kafka={"producer": {"batch.size": 2_000, "linger.ms": 0}},
+        # tiny produce requests, one at a time: a transaction's records reach the log over most of its life, not
+        # in one request just before the commit (with the defaults about one kill in two landed between two
+        # transactions, and 3 kills all missed once in CI; with these, 3 runs of 3 landed with the first kill)
+        kafka={"producer": {"batch.size": 200, "linger.ms": 0, "max.in.flight.requests.per.connection": 1}},
         spark={"dedupe": False, "max_records_per_trigger": 2_500, "isolation_level": "read_committed",
                "watermark": "1 hour", "window": "10 seconds",
                "checkpoint_dir": str(tmp_path / "ck"), "progress_log": str(tmp_path / "progress.jsonl")},
