@@ -12,27 +12,36 @@ paper's order).
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import run_chunks
+from router.partitioners.dalton.sync import Learner
 from router.partitioners.dalton.tail import affinity_fill
 
-if TYPE_CHECKING:
-    from router.partitioners.dalton.partitioner import DaltonPartitioner
-
-__all__ = ["draw", "place_segment", "route_hot"]
+__all__ = ["BanditPlacer", "draw", "place_segment", "route_hot"]
 
 IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
 
+class BanditPlacer(Learner, Protocol):
+    """What this placement uses of a Dalton partitioner (so this module does not import the partitioner)."""
+
+    scope: Any
+    tail: Any
+    cand: Any
+    pack: Any
+    quantum: Any
+    rng: Any
+
+
 def place_segment(
-    p: DaltonPartitioner, slots: IntP, ids: npt.NDArray[np.uint64], counts: I64, inv: IntP, hot: npt.NDArray[np.bool_]
+    p: BanditPlacer, slots: IntP, ids: npt.NDArray[np.uint64], counts: I64, inv: IntP, hot: npt.NDArray[np.bool_]
 ) -> IntP:
     """Route one segment (distinct keys ``slots``/``ids`` with ``counts``; ``inv`` per tuple); tuple combiners."""
     n = p.n
@@ -80,7 +89,7 @@ def place_segment(
 
 
 def route_hot(
-    p: DaltonPartitioner,
+    p: BanditPlacer,
     hot: npt.NDArray[np.bool_],
     slots: IntP,
     ids: npt.NDArray[np.uint64],
@@ -126,7 +135,7 @@ def route_hot(
     )
 
 
-def draw(p: DaltonPartitioner) -> tuple[list[float], list[int]]:
+def draw(p: BanditPlacer) -> tuple[list[float], list[int]]:
     """Exploration draws for the bandit (none when epsilon = 0: deterministic, seed-independent)."""
     size = 4 * p.n
     if p.cfg.epsilon <= 0:
