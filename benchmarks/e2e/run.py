@@ -28,7 +28,9 @@ routing. Therefore:
   configuration ran first after the direct passes drained 20-30 % slower than later in the session (n = 2, heavy
   profile, 2026-11-26: Dalton 1.27x direct measured after direct, 0.81x measured before it);
 - after the other configurations of an ``n``, direct's backlog is measured once more (``recheck``); the
-  report shows both rates and their drift, the noise floor of every ratio against direct.
+  report shows both rates and their drift, the noise floor of every ratio against direct, and its goals and
+  verdict divide a measured drain by the faster of direct's two passes (the table's "vs direct" column keeps
+  the first pass).
 """
 
 from __future__ import annotations

@@ -79,3 +79,20 @@ def test_verdict_says_where_routing_pays_and_what_it_cannot_help() -> None:
     assert "n = 2 (measured): Dalton drains 1.20x direct, 1.04x direct-split -- routing pays here." in text
     assert "n = 8 (modelled on C = 8 slots): Dalton drains 1.70x direct, 1.13x direct-split" in text
     assert CANNOT_HELP in text and "pandas UDFs" in text and "reducers" in text
+
+
+def test_a_faster_direct_recheck_is_the_divisor_of_measured_drain_ratios() -> None:
+    """The session got faster: Dalton (1,200 rec/s) against direct's first pass 1,000 and its recheck 1,250."""
+    doc = _doc("heavy") | {"rechecks": [{"n": 2, "config": "direct", "first_rate": 1000.0, "again_rate": 1250.0,
+                                         "drift": 0.25}]}  # fmt: skip
+    g = {x["goal"]: x for x in goals(doc)}["n=2: Dalton drain / direct drain (measured, local[2])"]
+    assert g["value"] == 0.96 and g["met"] is False
+    assert g["note"].startswith("against direct's faster pass (1,250 rec/s, measured after the others; its first "
+                                "pass gives 1.20x)")  # fmt: skip
+    text = "\n".join(verdict(doc))
+    assert ("n = 2 (measured): Dalton drains 0.96x direct's faster pass (1.20x its first), 1.04x direct-split -- "
+            "routing is not settled (direct's drift) here.") in text  # fmt: skip
+    assert "n = 8 (modelled on C = 8 slots): Dalton drains 1.70x direct" in text  # no recheck at n = 8
+    slower = _doc("heavy") | {"rechecks": [{"n": 2, "config": "direct", "first_rate": 1000.0, "again_rate": 900.0,
+                                            "drift": -0.1}]}  # fmt: skip
+    assert "Dalton drains 1.20x direct, 1.04x direct-split -- routing pays here." in "\n".join(verdict(slower))
