@@ -150,8 +150,8 @@ def verdict(doc: dict[str, Any]) -> list[str]:
         c = None if n <= slots else n
         how = "measured" if c is None else f"modelled on C = {n} slots"
         parts: list[str] = []
-        low: list[float] = []  # each ratio against the conservative divisor
-        high: list[float] = []  # and against the base's first pass
+        low: list[float] = []  # each ratio against the conservative divisor: all >= 1, routing pays
+        high: list[float] = []  # and against the base's first pass: one < 1 even so, it does not pay
         faster = _direct_faster(doc, n) if c is None else None
         for base in ("direct", "direct-split"):
             v = _ratio(_rate(d, c), _rate(back.get(base), c))
@@ -167,7 +167,7 @@ def verdict(doc: dict[str, Any]) -> list[str]:
             high.append(v)
         if parts:
             word = (
-                "pays" if min(low) >= 1.0 else "does not pay" if max(high) < 1.0 else "is not settled (direct's drift)"
+                "pays" if min(low) >= 1.0 else "does not pay" if min(high) < 1.0 else "is not settled (direct's drift)"
             )
             lines.append(f"- n = {n} ({how}): Dalton drains {', '.join(parts)} -- routing {word} here.")
     return lines + ["", CANNOT_HELP, ""]

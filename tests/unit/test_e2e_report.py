@@ -96,3 +96,6 @@ def test_a_faster_direct_recheck_is_the_divisor_of_measured_drain_ratios() -> No
     slower = _doc("heavy") | {"rechecks": [{"n": 2, "config": "direct", "first_rate": 1000.0, "again_rate": 900.0,
                                             "drift": -0.1}]}  # fmt: skip
     assert "Dalton drains 1.20x direct, 1.04x direct-split -- routing pays here." in "\n".join(verdict(slower))
+    beaten = doc | {"runs": [r | {"spark": r["spark"] | {"steady_rate": 1300}} if r["config"] == "direct-split"
+                             and r["n"] == 2 else r for r in doc["runs"]]}  # fmt: skip
+    assert "1.20x its first), 0.92x direct-split -- routing does not pay here." in "\n".join(verdict(beaten))
