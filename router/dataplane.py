@@ -239,6 +239,7 @@ class RouteDataPlane:
         try:
             self.producer.flush(self.router.shutdown_timeout_s)
         finally:
+            self.membership.closing = True
             self.consumer.close()  # leaves the group: the others take over the partitions at once
         log.info("route %s: stopped after %d records", self.route.route_name, self.stats.consumed)
 

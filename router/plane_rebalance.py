@@ -66,9 +66,17 @@ class PlaneMembership:
         self._complete = complete
         self._forget_held = forget_held
         self.assignment: set[int] = set()  # the raw partitions this worker consumes now
+        self.closing = False  # set just before the consumer is closed
 
     def on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
-        """Partitions were assigned: check their committed offsets, then consume them."""
+        """Partitions were assigned: check their committed offsets, then consume them.
+
+        Not while the consumer closes: an assignment can still arrive inside ``close()``, and the broker calls of
+        the checks then fail on the handle being destroyed (confluent-kafka re-raised that out of ``close()`` as an
+        object that is not an exception, which ended the data-plane thread past its error handling).
+        """
+        if self.closing:
+            return
         self._forget_held([p.partition for p in parts])  # an eager rebalance revokes and assigns in one consume()
         self._check_committed(consumer, parts)
         self._check_retention(consumer, parts)
