@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from router.dataplane import RouteDataPlane
 from router.extract import SourceRecord
@@ -255,6 +255,34 @@ def test_clean_stop_commits_everything_in_flight() -> None:
     broker.before_consume = lambda: plane.stop() if len(plane.output.in_flight) == 2 else None
     plane._main()
     assert plane.error is None and broker.commits == [{0: 3, 1: 2, 2: 1}] and plane.stats.consumed == 6
+
+
+def test_an_assignment_inside_close_checks_nothing_on_the_closing_consumer() -> None:
+    """librdkafka can still assign partitions inside ``close()``; the checks would call a destroyed handle.
+
+    Seen in CI (Apache Kafka): ``committed()`` failed with "Broker handle destroyed for termination", and
+    confluent-kafka re-raised that out of ``close()`` as an object that is not an exception, which ended the
+    data-plane thread past its error handling.
+    """
+    plane, broker = _plane(4, [B1, B2])
+    plane._setup = lambda: None  # type: ignore[method-assign]
+    broker.before_consume = lambda: plane.stop() if broker.commits else None
+    destroyed = KafkaError(KafkaError._DESTROY, "Failed to get committed offsets: Local: Broker handle destroyed")
+
+    def committed(parts: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        raise KafkaException(destroyed)
+
+    def close() -> None:  # what librdkafka may do inside close(): serve one more assignment
+        plane.membership.on_assign(broker, [TopicPartition(RAW, p) for p in (0, 1, 2)])
+
+    broker.committed = committed  # type: ignore[attr-defined]
+    broker.close = close  # type: ignore[attr-defined]
+    plane._main()
+    assert plane.error is None and plane.output.committed  # it ran, committed, then closed without a check
+    assert plane.assignment == set()
+    plane.membership.closing = False  # the same callback on an open consumer does check, and fails here
+    with pytest.raises(KafkaException):
+        plane.membership.on_assign(broker, [TopicPartition(RAW, p) for p in (0, 1, 2)])
 
 
 def test_in_flight_books() -> None:
