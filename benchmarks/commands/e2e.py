@@ -73,6 +73,13 @@ def e2e_bench(
     out: Path | None = typer.Option(None, "--out", "-o", help="report folder (default reports/e2e-<timestamp>)"),
     quick: bool = typer.Option(False, "--quick", help="a short run for tests (every configuration, small input)"),
     seed: int = typer.Option(1, "--seed", help="workload seed"),
+    rounds: int = typer.Option(
+        1,
+        "--rounds",
+        min=1,
+        max=20,
+        help="backlog drains of every configuration, the order reversed every other round (ratios paired per round)",
+    ),
     warmup: int | None = typer.Option(
         None, "--warmup", min=0, help="records of each unreported warm-up pass (default: --records; 0: none)"
     ),
@@ -107,7 +114,7 @@ def e2e_bench(
         rate_combiners=_ints(latency_combiners, "--latency-combiners") if latency_combiners.strip() else None,
         bootstrap=bootstrap, kafka_package=kafka_package, out=folder.resolve(), seed=seed,
         warm_passes=1 if quick else 4, warmup=1_000 if quick else (records if warmup is None else warmup),
-        timeout_s=180.0 if quick else 600.0, trigger_s=0.5 if quick else 1.0,
+        timeout_s=180.0 if quick else 600.0, trigger_s=0.5 if quick else 1.0, rounds=rounds,
     )  # fmt: skip
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -94,6 +94,7 @@ class E2EOptions:
     warm_passes: int = 4  # warm-up passes at most: until two consecutive ones drain at rates within warm_tolerance
     warm_tolerance: float = 0.15
     recheck: bool = True  # measure direct's backlog again after the other configurations (drift control)
+    rounds: int = 1  # backlog drains of every configuration, the order reversed every other round (rounds.py)
     timeout_s: float = 600.0
 
     @property

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.demo.report import write_json
+from benchmarks.e2e import rounds
 
 __all__ = ["CANNOT_HELP", "goals", "render_markdown", "verdict", "write_plots", "write_report"]
 
@@ -129,6 +130,7 @@ def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 v = _ratio(jvm["spark"]["steady_rate"], py["spark"]["steady_rate"])
                 out.append({"goal": f"n={n}: {config} drain / {py['config']} drain (JVM source vs Python source)",
                             "value": v, "target": ">= 2", "met": None if v is None else v >= 2})  # fmt: skip
+    out += rounds.goals(doc)
     check = doc.get("model_check") or {}
     for c in check.get("configs", []):
         v = (c.get("error") or {}).get("total")
@@ -153,9 +155,16 @@ def verdict(doc: dict[str, Any]) -> list[str]:
         low: list[float] = []  # each ratio against the conservative divisor: all >= 1, routing pays
         high: list[float] = []  # and against the base's first pass: one < 1 even so, it does not pay
         faster = _direct_faster(doc, n) if c is None else None
+        pair = rounds.paired(doc, n).get("dalton", {}) if c is None else {}
         for base in ("direct", "direct-split"):
             v = _ratio(_rate(d, c), _rate(back.get(base), c))
             if v is None:
+                continue
+            if base == "direct" and pair.get("median") is not None:  # paired per round, drift on both sides
+                parts.append(f"{pair['median']:.2f}x direct (median of {len(pair['ratios'])} rounds, "
+                             f"{pair['low']:.2f}-{pair['high']:.2f}x)")  # fmt: skip
+                low.append(pair["low"])
+                high.append(pair["high"])
                 continue
             if base == "direct" and faster is not None:
                 least = _ratio(_rate(d), faster) or 0.0
@@ -166,9 +175,11 @@ def verdict(doc: dict[str, Any]) -> list[str]:
                 low.append(v)
             high.append(v)
         if parts:
-            word = (
-                "pays" if min(low) >= 1.0 else "does not pay" if min(high) < 1.0 else "is not settled (direct's drift)"
-            )
+            word = "is not settled (the passes disagree)"
+            if min(low) >= 1.0:
+                word = "pays"
+            elif min(high) < 1.0:
+                word = "does not pay"
             lines.append(f"- n = {n} ({how}): Dalton drains {', '.join(parts)} -- routing {word} here.")
     return lines + ["", CANNOT_HELP, ""]
 
@@ -199,6 +210,7 @@ def _table(doc: dict[str, Any], n: int) -> list[str]:
             f"{'yes' if exact else 'NO'} |"
         )
     lines += _recheck_lines(doc, n)
+    lines += rounds.lines(doc, n)
     lines += _model_lines(back, n)
     rates = {r["latency"]["rate"] for r in rate.values() if "latency" in r}
     if rates:

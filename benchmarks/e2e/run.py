@@ -30,7 +30,9 @@ routing. Therefore:
 - after the other configurations of an ``n``, direct's backlog is measured once more (``recheck``); the
   report shows both rates and their drift, the noise floor of every ratio against direct, and its goals and
   verdict divide a measured drain by the faster of direct's two passes (the table's "vs direct" column keeps
-  the first pass).
+  the first pass);
+- ``rounds`` > 1 drains every configuration again, the order reversed every other round, and pairs each drain
+  with direct's of the same round (:mod:`benchmarks.e2e.rounds`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from benchmarks.e2e.measures import drift, percentiles, record_latencies, settle
 from benchmarks.e2e.model import batch_ms_on, model_error
 from benchmarks.e2e.plan import E2EOptions, RunSpec, session_config
 from benchmarks.e2e.query import CORES, batch_stages, batch_summary, shuffle_written, start_query
+from benchmarks.e2e.rounds import run_rounds
 from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
@@ -324,6 +327,21 @@ def _recheck(spark: Any, opts: E2EOptions, n: int, prefix: str, bootstrap: str, 
     return out | ({"error": run["error"]} if "error" in run else {"exact": run["exactness"]["exact"]})
 
 
+def _rounds(spark: Any, opts: E2EOptions, n: int, prefix: str, bootstrap: str, data: DemoInput, procs: Processes,
+            on_run: Any) -> list[dict[str, Any]]:  # fmt: skip
+    """Backlog rounds 2..``opts.rounds`` of every configuration of ``n`` (:mod:`benchmarks.e2e.rounds`)."""
+
+    def measure(config: str, r: int) -> dict[str, Any]:
+        spec = RunSpec(config, n, "backlog", f"{prefix}-r{r}", opts.out / f"n{n}" / "backlog" / f"round{r}" / config,
+                       bootstrap, opts)  # fmt: skip
+        run = _measured(spark, spec, data, procs, 0.0)
+        if on_run is not None:
+            on_run(run | {"phase": f"round {r}"})
+        return run
+
+    return run_rounds(measure, opts.configs, opts.rounds, n)
+
+
 #: The configurations drained again on one slot to check the model (those of the run among them).
 MODEL_CONFIGS = ("direct", "direct-split", "dalton")
 
@@ -398,6 +416,7 @@ def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, A
     spark.sparkContext.setLogLevel("ERROR")
     runs: list[dict[str, Any]] = []
     rechecks: list[dict[str, Any]] = []
+    rounds: list[dict[str, Any]] = []
     warm: dict[str, Any] = {}
     check: dict[str, Any] = {}
     load0 = os.getloadavg()
@@ -418,6 +437,8 @@ def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, A
                         on_run(doc)
                 if opts.recheck and "direct" in opts.configs:
                     rechecks.append(_recheck(spark, opts, n, prefix, bootstrap, backlog, procs, rates.get("direct")))
+                if opts.rounds > 1:
+                    rounds.extend(_rounds(spark, opts, n, prefix, bootstrap, backlog, procs, on_run))
                 if not opts.rate_phase(n):
                     continue
                 rate = opts.rate or opts.rate_fraction * rates.get("direct", max(rates.values(), default=1_000.0))
@@ -448,6 +469,7 @@ def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, A
         "seconds": time.monotonic() - started,
         "warm_up": warm,
         "rechecks": rechecks,
+        "rounds": rounds,
         "runs": runs,
         "model_check": check,
         "model_error": max(worst) if worst else None,

@@ -91,7 +91,7 @@ def test_a_faster_direct_recheck_is_the_divisor_of_measured_drain_ratios() -> No
                                 "pass gives 1.20x)")  # fmt: skip
     text = "\n".join(verdict(doc))
     assert ("n = 2 (measured): Dalton drains 0.96x direct's faster pass (1.20x its first), 1.04x direct-split -- "
-            "routing is not settled (direct's drift) here.") in text  # fmt: skip
+            "routing is not settled (the passes disagree) here.") in text  # fmt: skip
     assert "n = 8 (modelled on C = 8 slots): Dalton drains 1.70x direct" in text  # no recheck at n = 8
     slower = _doc("heavy") | {"rechecks": [{"n": 2, "config": "direct", "first_rate": 1000.0, "again_rate": 900.0,
                                             "drift": -0.1}]}  # fmt: skip
