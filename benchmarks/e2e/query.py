@@ -9,6 +9,8 @@ the values with ``from_json``; the others with skewroute's source, decoding with
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import statistics
 from dataclasses import asdict
 from typing import Any
@@ -17,7 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from benchmarks.e2e.measures import list_schedule
 from benchmarks.e2e.model import SLOTS, breakdown, modelled_drain
-from benchmarks.e2e.plan import base_config
+from benchmarks.e2e.plan import RunSpec, base_config
+from schemas.exceptions import SkewrouteError
 from schemas.settings import SkewrouteSettings
 from schemas.spark_settings import join_uri
 from spark_consumers.aggregations import final_aggregates, parse_routed, with_event_watermark
@@ -25,7 +28,10 @@ from spark_consumers.job import JobHandle, agg_spec, query_name, read_combiners,
 from spark_consumers.observability import BatchStats
 from spark_consumers.sinks import attach_sink
 
-__all__ = ["CORES", "batch_stages", "batch_summary", "shuffle_written", "start_query"]
+__all__ = ["CORES", "RestartingQuery", "batch_stages", "batch_summary", "shuffle_written", "start_query"]
+
+log = logging.getLogger("benchmarks.e2e")
+RESTARTS = 10  # starts of a query that fails before its first micro-batch
 
 #: Task slots the combiner-stage makespan is replayed on (list scheduling of the measured task times).
 CORES = SLOTS
@@ -158,3 +164,41 @@ def batch_summary(batches: list[BatchStats], stages: list[list[list[int]] | None
         "task_records": [b.combiner_records for b in data],
         "per_batch": [asdict(b) for b in data],
     }
+
+
+class RestartingQuery:
+    """A run's streaming query, started again when it fails before its first micro-batch.
+
+    On an overloaded host Spark's Python workers can miss their connect-back timeout before the first
+    micro-batch; the query is then started again and resumes from its checkpoint.
+    """
+
+    def __init__(self, spark: Any, settings: Any, spec: RunSpec, backlog: bool, split: int) -> None:
+        self.spark, self.settings, self.spec, self.backlog, self.split = spark, settings, spec, backlog, split
+        self.restarts = 0
+        self.handle = self._start()
+
+    def _start(self) -> Any:
+        return start_query(self.spark, self.settings, self.spec.config, available_now=self.backlog, split=self.split)
+
+    def failed_early(self) -> bool:
+        """Restart the query if it failed before its first micro-batch (``True``); raise if it failed later."""
+        exc = self.handle.query.exception()
+        if exc is None:
+            return False
+        if self.handle.stats or self.restarts >= RESTARTS:
+            raise SkewrouteError(f"{self.spec.tag}: the query failed: {exc}")
+        self.restarts += 1
+        log.warning("%s: query failed before its first batch (%s); starting it again", self.spec.tag,
+                    str(exc).splitlines()[0])  # fmt: skip
+        self.handle.stop()
+        self.handle = self._start()
+        return True
+
+    def await_end(self, timeout_s: float) -> None:
+        """Wait until an ``availableNow`` query has read everything."""
+        while True:
+            with contextlib.suppress(Exception):  # a failure surfaces through query.exception()
+                self.handle.query.awaitTermination(int(timeout_s))
+            if not self.failed_early():
+                return

@@ -47,20 +47,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from benchmarks.demo import checks
 from benchmarks.demo.pipeline import stop_query
 from benchmarks.demo.processes import Processes
-from benchmarks.demo.source import T0_MS, DemoInput, build_input
+from benchmarks.demo.source import DemoInput, build_input
 from benchmarks.e2e.exact import heavy_exactness
 from benchmarks.e2e.feed import KeyedProducer, Routers
-from benchmarks.e2e.measures import drift, percentiles, record_latencies, settled, tree_cpu_seconds
+from benchmarks.e2e.measures import drift, percentiles, settled, tree_cpu_seconds
 from benchmarks.e2e.model import batch_ms_on, model_error
 from benchmarks.e2e.plan import E2EOptions, RunSpec, session_config
-from benchmarks.e2e.query import CORES, batch_stages, batch_summary, shuffle_written, start_query
+from benchmarks.e2e.query import CORES, RestartingQuery, batch_stages, batch_summary, shuffle_written
+from benchmarks.e2e.results import latencies, latency_series, read_results
 from benchmarks.e2e.rounds import run_rounds
-from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from schemas.exceptions import SkewrouteError
@@ -68,7 +67,6 @@ from schemas.exceptions import SkewrouteError
 __all__ = ["run_e2e", "run_one"]
 
 log = logging.getLogger("benchmarks.e2e")
-RESTARTS = 10  # starts of a query that fails before its first micro-batch
 
 
 def _spark_pid(spark: Any) -> int:
@@ -95,87 +93,6 @@ def _drop_topics(spec: RunSpec) -> None:
         log.warning("deleting topics of %s: %s", spec.tag, exc)
 
 
-def _results(spec: RunSpec) -> tuple[dict[bytes, dict[str, Any]], list[tuple[dict[str, Any], int]]]:
-    """Last result per message key, and every result message with its Kafka timestamp (ms)."""
-    last: dict[bytes, dict[str, Any]] = {}
-    every: list[tuple[dict[str, Any], int]] = []
-    # idle 5 s: under load the tail past a stale high watermark can take seconds to arrive
-    for r in read_topic(spec.settings().kafka, spec.results_topic, idle_s=5.0):
-        if r.key is not None and r.value is not None:
-            row = orjson.loads(r.value)
-            last[r.key] = row
-            every.append((row, r.timestamp))
-    return last, every
-
-
-def _latency(data: DemoInput, sent_s: np.ndarray, every: list[tuple[dict[str, Any], int]], window_ms: int
-             ) -> np.ndarray:  # fmt: skip
-    """Per record: seconds from production to the first result counting it (NaN: never counted)."""
-    uniq, codes = np.unique(data.keys, return_inverse=True)
-    code_of = {str(k): i for i, k in enumerate(uniq.tolist())}
-    k = len(uniq)
-    group = ((data.times - T0_MS) // window_ms).astype(np.int64) * k + codes.astype(np.int64)
-    rg, rc, rs = [], [], []
-    for row, ts in every:
-        c = code_of.get(str(row["key"]))
-        if c is None:
-            continue
-        rg.append((int(row["window_start"]) - T0_MS) // window_ms * k + c)
-        rc.append(int(row["count"]))
-        rs.append(ts / 1000)
-    return record_latencies(group, sent_s, np.array(rg, np.int64), np.array(rc, np.int64), np.array(rs))
-
-
-def _series(sent_s: np.ndarray, lat: np.ndarray, start: float) -> dict[str, list[float | None]]:
-    """Latency p50/p99 per second of production (for the plot)."""
-    sec = np.floor(sent_s - start).astype(np.int64)
-    out: dict[str, list[float | None]] = {"second": [], "p50": [], "p99": []}
-    for s in np.unique(sec):
-        v = lat[(sec == s) & np.isfinite(lat)]
-        out["second"].append(float(s))
-        out["p50"].append(float(np.percentile(v, 50)) if v.size else None)
-        out["p99"].append(float(np.percentile(v, 99)) if v.size else None)
-    return out
-
-
-class _Query:
-    """A run's streaming query, started again when it fails before its first micro-batch.
-
-    On an overloaded host Spark's Python workers can miss their connect-back timeout before the first
-    micro-batch; the query is then started again and resumes from its checkpoint.
-    """
-
-    def __init__(self, spark: Any, settings: Any, spec: RunSpec, backlog: bool, split: int) -> None:
-        self.spark, self.settings, self.spec, self.backlog, self.split = spark, settings, spec, backlog, split
-        self.restarts = 0
-        self.handle = self._start()
-
-    def _start(self) -> Any:
-        return start_query(self.spark, self.settings, self.spec.config, available_now=self.backlog, split=self.split)
-
-    def failed_early(self) -> bool:
-        """Restart the query if it failed before its first micro-batch (``True``); raise if it failed later."""
-        exc = self.handle.query.exception()
-        if exc is None:
-            return False
-        if self.handle.stats or self.restarts >= RESTARTS:
-            raise SkewrouteError(f"{self.spec.tag}: the query failed: {exc}")
-        self.restarts += 1
-        log.warning("%s: query failed before its first batch (%s); starting it again", self.spec.tag,
-                    str(exc).splitlines()[0])  # fmt: skip
-        self.handle.stop()
-        self.handle = self._start()
-        return True
-
-    def await_end(self, timeout_s: float) -> None:
-        """Wait until an ``availableNow`` query has read everything."""
-        while True:
-            with contextlib.suppress(Exception):  # a failure surfaces through query.exception()
-                self.handle.query.awaitTermination(int(timeout_s))
-            if not self.failed_early():
-                return
-
-
 def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: float) -> dict[str, Any]:
     """One configuration in one phase (``spec.phase``); returns its part of ``result.json``."""
     o = spec.opts
@@ -183,7 +100,7 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
     _topics(spec)
     doc: dict[str, Any] = {"config": spec.config, "n": spec.n, "phase": spec.phase, "records": len(data)}
     routers: Routers | None = None
-    query: _Query | None = None
+    query: RestartingQuery | None = None
     backlog = spec.phase == "backlog"
     producer = KeyedProducer(settings.kafka, spec.raw_topic, data, 0.0 if backlog else rate)
     try:
@@ -198,7 +115,7 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
                 doc["router_cpu_s"] = routers.cpu_seconds() - routers.cpu0  # the routing only, not the idle drain
         cpu0 = tree_cpu_seconds(_spark_pid(spark))
         t_start = time.monotonic()
-        query = _Query(spark, settings, spec, backlog, o.split_factor * spec.n)
+        query = RestartingQuery(spark, settings, spec, backlog, o.split_factor * spec.n)
         if backlog:
             query.await_end(o.timeout_s)
         else:
@@ -244,7 +161,7 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
                          "us_per_record": router_cpu / len(data) * 1e6 if spec.routed else None,
                          "while": ("routing the backlog, before the drain" if backlog else "the rate phase")
                          if spec.routed else None}  # fmt: skip
-    last, every = _results(spec)
+    last, every = read_results(spec)
     exact = checks.exactness(data, last, o.window_s * 1000)
     heavy = heavy_exactness(data, last, o.window_s * 1000, o.aggregations, o.score_rounds,
                             settings.spark.percentiles, o.percentile_accuracy)  # fmt: skip
@@ -253,10 +170,10 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
     doc["exactness"]["exact"] = exact.exact and heavy["wrong"] == 0
     doc["exactness"]["examples"] = exact.examples + heavy["examples"]
     if spec.phase == "rate":
-        lat = _latency(data, producer.sent_s, every, o.window_s * 1000)
+        lat = latencies(data, producer.sent_s, every, o.window_s * 1000)
         ok = lat[np.isfinite(lat)]
         doc["latency"] = {"rate": rate, "counted": int(ok.size), **percentiles(ok),
-                          "series": _series(producer.sent_s, lat, producer.first_s or 0.0)}  # fmt: skip
+                          "series": latency_series(producer.sent_s, lat, producer.first_s or 0.0)}  # fmt: skip
     _drop_topics(spec)
     return doc
 
