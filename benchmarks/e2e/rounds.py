@@ -40,6 +40,7 @@ def summary(run: dict[str, Any], round_: int) -> dict[str, Any]:
         "partials": spark.get("shuffled_partials"),
         "spark_cpu_us_per_record": run["spark_cpu_us_per_record"],
         "router_cpu_us_per_record": run["router_cpu"]["us_per_record"],
+        "router_cpu_drain_s": run.get("router_cpu_drain_s"),
         "exact": run["exactness"]["exact"],
     }
 

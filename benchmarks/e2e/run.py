@@ -135,6 +135,8 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
         stop_query(handle)
         doc["spark_wall_s"] = time.monotonic() - t_start
         doc["spark_cpu_s"] = tree_cpu_seconds(_spark_pid(spark)) - cpu0
+        if routers is not None and backlog:  # routed already: what the idle workers took from the drain's cores
+            doc["router_cpu_drain_s"] = routers.cpu_seconds() - routers.cpu0 - doc["router_cpu_s"]
         if handle.query.exception() is not None:
             raise SkewrouteError(f"{spec.tag}: the query failed: {handle.query.exception()}")
         run_id = str(handle.query.runId)
