@@ -45,7 +45,7 @@ PACKAGE="$(cd "$ROOT" && "$PY" - "$CONFIG" <<'PY'
 import sys
 from schemas.exceptions import ConfigError
 from schemas.settings import SkewrouteSettings
-from spark_consumers.job import session_conf
+from spark_consumers.session import session_conf
 try:
     spark = SkewrouteSettings.load(sys.argv[1] or None).spark
 except ConfigError as exc:

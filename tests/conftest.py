@@ -101,7 +101,7 @@ def spark() -> Iterator[Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from schemas.spark_settings import SparkSettings
-    from spark_consumers.job import build_session
+    from spark_consumers.session import build_session
 
     conf = {"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false", "spark.default.parallelism": "2"}
     session = build_session(SparkSettings(master="local[2]", shuffle_partitions=2, conf=conf), "skewroute-tests")

@@ -63,7 +63,7 @@ class _Spark:
 
     def _start(self, plan: RunPlan, data: DemoInput) -> None:
         try:
-            from spark_consumers.job import build_session
+            from spark_consumers.session import build_session
 
             self.session = build_session(plan.settings.spark, "skewroute-demo")
             self.session.sparkContext.setLogLevel("FATAL")  # query failures still surface through the query

@@ -276,7 +276,7 @@ def _model_check(opts: E2EOptions, prefix: str, bootstrap: str, data: DemoInput,
     configurations route again, so their combiner layout can differ a little from the measured run's. Returns
     the check's document and the session (the caller stops it).
     """
-    from spark_consumers.job import build_session
+    from spark_consumers.session import build_session
 
     one = replace(opts, slots=1, out=opts.out / "model-check")
     n = min(opts.combiners)
@@ -325,7 +325,7 @@ def _predicted(config: str, one: dict[str, Any], measured: dict[str, Any] | None
 
 def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, Any]:
     """Every configuration, phase and ``n`` of ``opts``; the ``result.json`` document."""
-    from spark_consumers.job import build_session
+    from spark_consumers.session import build_session
 
     prefix = f"e2e-{datetime.now(UTC):%H%M%S}-{os.getpid()}"
     backlog = build_input(opts.workload, opts.records, 0, opts.seed)

@@ -37,8 +37,8 @@ from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import EmbeddedBroker, free_port
 from connectors.kafka import make_admin
 from schemas.settings import KafkaSettings, SkewrouteSettings, SparkSettings
-from spark_consumers.job import DEFAULT_KAFKA_PACKAGE
 from spark_consumers.observability import BatchStats
+from spark_consumers.session import DEFAULT_KAFKA_PACKAGE
 
 __all__ = ["SOURCES", "BenchResult", "main", "parse_sources", "render_markdown", "run_bench", "session_spark"]
 
@@ -143,7 +143,8 @@ def run_bench(
     package: str | None = None,
 ) -> list[BenchResult]:
     """Run every partitioner through the job on one SparkSession, once per source (see the module docstring)."""
-    from spark_consumers.job import build_session, start_job
+    from spark_consumers.job import start_job
+    from spark_consumers.session import build_session
 
     stream_keys, times, measures = _stream(tuples, keys, s, seed)
     out: list[BenchResult] = []

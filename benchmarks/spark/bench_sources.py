@@ -84,7 +84,7 @@ def run(
     modes: tuple[str, ...] = MODES,
 ) -> dict[tuple[str, str], list[float]]:
     """Steady rates per (mode, source) over ``rounds`` interleaved rounds on one topic."""
-    from spark_consumers.job import build_session
+    from spark_consumers.session import build_session
 
     keys, times, measures = _stream(records, 10_000, 1.5, 1)
     raw = f"srcbench-{os.getpid()}-{time.monotonic_ns()}"
@@ -176,7 +176,7 @@ def main(
 
     ``modes``: a subset of :data:`MODES` (:func:`parse_modes` reads one from text).
     """
-    from spark_consumers.job import DEFAULT_KAFKA_PACKAGE
+    from spark_consumers.session import DEFAULT_KAFKA_PACKAGE
 
     package = package or DEFAULT_KAFKA_PACKAGE
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from schemas.spark_settings import SparkSettings
 from spark_consumers import envpack
-from spark_consumers.job import executor_env_conf
+from spark_consumers.session import executor_env_conf
 
 
 def test_local_masters_and_explicit_executor_python_ship_nothing(monkeypatch) -> None:

@@ -17,7 +17,7 @@ from benchmarks.e2e.plan import DIRECT, JVM, ROUTED, E2EOptions, RunSpec, base_c
 from benchmarks.spark.bench import parse_sources, session_spark
 from router.cli import app
 from schemas.settings import SparkSettings
-from spark_consumers.job import DEFAULT_KAFKA_PACKAGE, session_conf
+from spark_consumers.session import DEFAULT_KAFKA_PACKAGE, session_conf
 from tests.unit.test_spark_options import _Reader  # the recording fake of spark.readStream
 
 PKG = "org.apache.spark:spark-sql-kafka-0-10_2.13:9.9.9"

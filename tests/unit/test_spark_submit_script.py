@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from spark_consumers.job import DEFAULT_KAFKA_PACKAGE
+from spark_consumers.session import DEFAULT_KAFKA_PACKAGE
 
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "spark-submit.sh"
 
