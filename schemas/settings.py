@@ -24,6 +24,7 @@ from pydantic_settings import (
 from schemas.exceptions import ConfigError
 from schemas.model import FrozenModel
 from schemas.partitioner_settings import DaltonSettings, PartitionerSettings
+from schemas.router_settings import RouterSettings
 from schemas.spark_settings import SparkSettings
 
 __all__ = [
@@ -213,122 +214,6 @@ class RouteSettings(FrozenModel):
         if params.get("raw_keys") == "auto":
             params["raw_keys"] = "partitioned" if self.key.source == "kafka_key" else "shared"
         return params
-
-
-class RouterSettings(FrozenModel):
-    """Router worker process settings."""
-
-    app_id: str = Field(
-        "skewroute-router", description="Faust app id; each route's data plane consumes in group <app_id>.<route>"
-    )
-    instance_id: str | None = Field(
-        None,
-        description="this worker's id (default: <hostname>-<slot>, the slot being the lowest free one on the host: "
-        "several workers per host, each keeping its id across restarts)",
-    )
-    slot_dir: Path | None = Field(
-        None,
-        description="where the workers of one host claim their slots (default: $TMPDIR/skewroute-<uid>/slots); "
-        "containers on one host that share a volume here (and a hostname) get distinct, stable slots",
-    )
-    web_host: str = Field(
-        "127.0.0.1",
-        min_length=1,
-        description="address the web server (/metrics, /routes, /ready) binds: loopback unless set (0.0.0.0 for "
-        "all interfaces, e.g. in a container)",
-    )
-    web_port: int | None = Field(
-        None,
-        ge=1,
-        le=65535,
-        description="web server port (default: 6066 + the worker's slot on the host, or the next free port)",
-    )
-    batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
-    batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
-    align_ms: int = Field(
-        0,  # off until its effect on live latency is settled; 1000 measured: BENCHMARKS.md, "Router output aligned ..."
-        ge=0,
-        description="merge the raw partitions a worker reads by event time, within this many ms: records of a "
-        "partition further ahead than the slowest partition with records waiting, or caught up less than align_ms of "
-        "wall time ago, are held back (one that delivered nothing for 2 s holds nothing back; at most a batch's worth "
-        "per partition, the partition paused meanwhile), and what is routed goes out in event-time order, so each "
-        "combiner partition fills in event-time order and Spark's micro-batches span less event time (fewer "
-        "partials, fewer late records); 0 = off (route in consume order)",
-    )
-    max_in_flight: int = Field(
-        2,  # measured: BENCHMARKS.md, "Router pipeline"
-        ge=1,
-        le=16,
-        description="at_least_once: most batches produced and not yet committed (the next batches are consumed, "
-        "routed and produced while earlier ones are acknowledged; offsets are still committed only after every "
-        "output of a batch and of all earlier ones is acknowledged); 1 = wait for each batch before producing the "
-        "next. exactly_once always runs one transaction per batch (1 in flight) and refuses a larger value",
-    )
-    delivery: Literal["at_least_once", "exactly_once"] = Field(
-        "at_least_once",
-        description="at_least_once: commit raw offsets after the outputs are acked (dedup downstream on (tp, p, o)); "
-        "exactly_once: outputs and offsets in one Kafka transaction per batch (read_committed consumers)",
-    )
-    routed_format: Literal[1, 2] = Field(
-        2,
-        description="wire format of the routed records this worker writes: 2 = raw value bytes behind a 19-byte "
-        "binary prefix, the record key as Kafka key; 1 = the JSON envelope of earlier releases (readers accept both "
-        "on one topic, so workers can be upgraded one by one)",
-    )
-    on_data_loss: Literal["fail", "skip"] = Field(
-        "fail",
-        description="a committed raw offset below the log start (retention deleted unread records): fail the "
-        "worker with a data-loss error naming the offsets, or log it and go on from the log start",
-    )
-    control_topic: str = Field("skewroute.control", description="Dalton sync control topic")
-    dsync_ms: int = Field(1_000, ge=10, description="initial Dalton sync interval (ms)")
-    control_max_bytes: int = Field(
-        900_000,
-        ge=16_384,
-        description="largest Dalton sync message (bytes, after compression; keep it below the control topic's "
-        "max.message.bytes): bigger ones are cut, rows of least weight first; bigger ones read are ignored",
-    )
-    state_dir: Path = Field(Path(".skewroute"), description="where workers keep local state")
-    max_key_bytes: int = Field(4096, ge=1, description="longer record keys (UTF-8 bytes) are dead-lettered")
-    log_format: Literal["json", "text"] = Field("json", description="router logs: JSON lines or plain text")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="router log level")
-    shutdown_timeout_s: float = Field(
-        30.0, gt=0, description="on SIGTERM, longest wait for the last batch to be delivered and committed"
-    )
-    window_metrics: bool = Field(True, description="compute per-window combiner load and replication metrics")
-    static_membership: bool | Literal["auto"] = Field(
-        "auto",
-        description="join the route's consumer groups as a static member (group.instance.id = <instance_id>) so a "
-        "restart within kafka.consumer session.timeout.ms does not rebalance; a killed or stopped static member's "
-        "partitions move only after that timeout. auto: on with an explicit instance_id on Apache Kafka, off on "
-        "Tansu (it never expires a killed static member) and on unknown brokers; true needs instance_id",
-    )
-    ready_stale_s: float = Field(
-        30.0,
-        gt=0,
-        description="/ready fails when a route has not consumed, or has uncommitted work not committed, for this long",
-    )
-    dead_letter_prefix_bytes: int = Field(
-        1024,
-        ge=0,
-        le=65_536,
-        description="a dead letter too large for the DLQ keeps only this many bytes of the "
-        "record (an envelope: reason, source position, size, prefix)",
-    )
-
-    @model_validator(mode="after")
-    def _stable_transactions(self) -> Self:
-        if self.delivery == "exactly_once" and self.max_in_flight > 1 and "max_in_flight" in self.model_fields_set:
-            raise ValueError(
-                f"max_in_flight={self.max_in_flight}: exactly_once runs one transaction per batch (1 batch in "
-                "flight); set max_in_flight to 1 or leave it out"
-            )
-        if self.static_membership is True and not self.instance_id:
-            raise ValueError(
-                "static_membership=true needs a stable router.instance_id (it is the group.instance.id; the default "
-                "slot-derived id is stable on one host but not chosen by you)"
-            )
-        return self
 
 
 class SkewrouteSettings(BaseSettings):
