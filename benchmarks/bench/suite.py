@@ -26,14 +26,15 @@ Experiment = Callable[[int], list[Row]]
 
 def _experiments() -> dict[str, Experiment]:
     from benchmarks.bench import experiments as ex  # lazy: the experiments import every partitioner
+    from benchmarks.bench import experiments_dalton as dx
 
     return {
         "pkg": ex.pkg_table2,
         "holistic": ex.holistic_rule,
-        "dalton-uniform": ex.dalton_uniform,
-        "dalton-zipf": ex.dalton_zipf,
-        "dalton-adapt": ex.dalton_adapt,
-        "dalton-multi": ex.dalton_multi,
+        "dalton-uniform": dx.dalton_uniform,
+        "dalton-zipf": dx.dalton_zipf,
+        "dalton-adapt": dx.dalton_adapt,
+        "dalton-multi": dx.dalton_multi,
         "fish": ex.fish_vs_pkg,
     }
 
