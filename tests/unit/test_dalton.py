@@ -579,7 +579,7 @@ def test_one_router_plans_the_next_scope_on_the_closing_one() -> None:
 
 def test_one_router_scope_is_added_up_in_bounded_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small batches: the scope's segments are added up every few of them; the placement does not change."""
-    from router.partitioners.dalton import partitioner as module
+    from router.partitioners.dalton import placement_sticky as module
 
     keys = zipf_keys(30_000, 1.2, 300, 3)
     times = np.arange(len(keys))

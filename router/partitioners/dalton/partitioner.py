@@ -6,8 +6,9 @@ shuffled partial per combiner it reaches in the micro-batch). A batch that cross
 there and each part is routed in its own scope. Everything below is deterministic given the seed and the
 sequence of ``assign``/``merge``/``apply_global`` calls; :meth:`snapshot` and :meth:`restore` continue exactly.
 
-``placement="sticky"`` (the default; :mod:`.sticky`), per segment of a batch, against the scope-to-date
-mean ``level`` (the scope's load once the segment is routed, divided by ``n``):
+``placement="sticky"`` (the default; :mod:`.placement_sticky`, its compiled loops in :mod:`.sticky`), per
+segment of a batch, against the scope-to-date mean ``level`` (the scope's load once the segment is routed,
+divided by ``n``):
 
 1. keys not split and not hot: first the ones a combiner already holds in the scope, smallest first (they stay
    there up to ``level * (1 + 2 balance)``, ``1 + 2.5 balance`` with one router, so a full combiner splits
@@ -55,9 +56,10 @@ from router.partitioners.base import Partitioner, PartitionerState
 from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward
 from router.partitioners.dalton.placement_bandit import place_segment
+from router.partitioners.dalton.placement_sticky import place_sticky, plan_next_scope
 from router.partitioners.dalton.slots import KeySlots, SlotTable
 from router.partitioners.dalton.stats import FrequencyStats
-from router.partitioners.dalton.sticky import fit_shares, place_keys, plan_homes, warm
+from router.partitioners.dalton.sticky import fit_shares, warm
 from router.partitioners.dalton.window import SlidingState
 from router.partitioners.keys import KeyBatch
 from schemas.partitioner_settings import DaltonSettings
@@ -73,21 +75,6 @@ DEFAULT_TAIL: TailRule = DaltonSettings.model_fields["tail"].default
 _INITIAL_SLOTS = 1 << 14
 #: Most combiners: the per-slot candidate table is int16.
 MAX_COMBINERS = 32767
-#: One router keeps a held key on its combiner up to the scope's mean times ``1 + HOLD_ONE * balance``
-#: (cooperating routers: ``1 + 2 balance``); with the default balance, 1.05.
-HOLD_ONE = 2.5
-#: One router's plan moves keys of at least ``1 / PLAN_SMALL`` of a combiner's mean; smaller ones keep their homes.
-PLAN_SMALL = 64.0
-#: One router's plan gives a key of more than this many combiner means a combiner set of its own (filled to
-#: the mean, largest key first) that it holds from the first tuple of the next scope.
-PLAN_SPLIT = 1.0
-#: One router's scope is added up into one entry per key every this many segments (bounded memory).
-SCOPE_SEGMENTS = 64
-
-
-def _key_uniform(ids: npt.NDArray[np.uint64]) -> F64:
-    """A uniform number in [0, 1) per key id, the same on every router (bits the candidates do not use)."""
-    return ((ids >> np.uint64(40)) & np.uint64(0xFFFFFF)).astype(np.float64) / float(1 << 24)
 
 
 def fit_accept(pairs: F64, rounds: int = 30) -> F64:
@@ -213,62 +200,11 @@ class DaltonPartitioner(KeySlots, Partitioner):
             self.tail_pairs[:] = 0
             self.last_total = float(self.win.head_load.sum()) if nxt else 0.0
             if nxt and not self.cooperative:
-                self._plan_homes(block)
+                plan_next_scope(self, block)
             self.scope_segments = []
         self.win.advance(block)
         if self.stats.advance(int(t // self.stats_window)):
             self.qtable.expire(self.stats.index)
-
-    def _plan_homes(self, block: int) -> None:
-        """One router, at the end of a scope: each key's place in the next one (scope ``block``).
-
-        The closing scope's counts stand for the next scope's. Keys of more than ``PLAN_SPLIT`` means, largest
-        first, get combiner sets: the least loaded combiners, each filled to the mean (the last one partly).
-        The key holds that set from its first tuple of the next scope (as a peer's set would, see
-        :meth:`_sticky`), so it reaches the combiners its size needs and the other keys are planned around
-        it; placed online, segment by segment, it reached about twice as many. Then every other key gets a
-        home (``last_comb``): it keeps its home while the home's planned load stays within the mean;
-        otherwise, and for a key without one (split in the closing scope), the least loaded combiner is its
-        home. Keys under ``1 / PLAN_SMALL`` of the mean keep their homes and count as planned load.
-        """
-        if not self.scope_segments:
-            return
-        slots, counts = self._scope_counts()
-        home = self.last_comb[slots].astype(np.intp)
-        mean = float(counts.sum()) / self.n
-        large = np.flatnonzero(counts > PLAN_SPLIT * mean)
-        large = large[np.argsort(-counts[large], kind="stable")]
-        planned = [0.0] * self.n
-        sets = np.zeros((large.shape[0], self.n), dtype=bool)
-        for row, rem in enumerate(counts[large].tolist()):  # a few keys (at most n / PLAN_SPLIT)
-            while rem > 0:
-                low = min(range(self.n), key=planned.__getitem__)
-                put = min(rem, mean - planned[low]) if planned[low] < mean else rem
-                planned[low] += put
-                sets[row, low] = True
-                rem -= put
-        loads = np.asarray(planned, dtype=np.float64)
-        if large.size:
-            ids = self.slots.ids[slots[large]]
-            by_id = np.argsort(ids)
-            self.shared_ids, self.shared_rows, self.shared_block = ids[by_id], sets[by_id], block
-        moving = (counts >= mean / PLAN_SMALL) | (home < 0)
-        moving[large] = False
-        fixed = ~moving
-        fixed[large] = False
-        order = np.flatnonzero(moving)
-        order = order[np.argsort(-counts[order], kind="stable")].astype(np.intp)
-        loads += np.bincount(home[fixed], weights=counts[fixed], minlength=self.n)
-        plan_homes(order, counts, home, loads, mean)
-        home[large] = -1
-        self.last_comb[slots] = home
-
-    def _scope_counts(self) -> tuple[IntP, F64]:
-        """The current scope's distinct slots and their tuples (its segments added up)."""
-        segments = self.scope_segments
-        slots, inv = np.unique(np.concatenate([s for s, _ in segments]), return_inverse=True)
-        counts = np.bincount(inv.reshape(-1), weights=np.concatenate([c for _, c in segments]))
-        return slots.astype(np.intp), counts.astype(np.float64, copy=False)
 
     def _segments(self, times: np.ndarray) -> list[tuple[int, int]]:
         size = times.shape[0]
@@ -321,105 +257,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         if rows:  # hot now, or still in the Q-table (hot in the previous statistics window)
             hot = (ids[:, None] == np.fromiter(rows, dtype=np.uint64, count=len(rows))[None, :]).any(axis=1)
         if self.placement == "sticky":
-            return self._sticky(slots, ids, counts, inv, hot), hot
+            return place_sticky(self, slots, ids, counts, inv, hot), hot
         return place_segment(self, slots, ids, counts, inv, hot), hot
-
-    def _sticky(
-        self, slots: IntP, ids: npt.NDArray[np.uint64], counts: I64, inv: IntP, hot: npt.NDArray[np.bool_]
-    ) -> IntP:
-        """Sticky placement of one segment (see :mod:`.sticky`); updates the window, returns tuple combiners."""
-        n = self.n
-        k = slots.shape[0]
-        if not self.cooperative:
-            self.scope_segments.append((slots, counts))
-            if len(self.scope_segments) >= SCOPE_SEGMENTS:  # bounded: at most one entry per key of the scope
-                s_slots, s_counts = self._scope_counts()
-                self.scope_segments = [(s_slots, s_counts.astype(np.int64))]
-        held = self.win.head[slots] if not self.win.head_empty else np.zeros((k, n), dtype=bool)
-        if self.shared_ids.size and self.shared_block == self.win.block:
-            pos = np.minimum(np.searchsorted(self.shared_ids, ids), self.shared_ids.shape[0] - 1)
-            hit = np.flatnonzero(self.shared_ids[pos] == ids)
-            if hit.size:
-                held[hit] |= self.shared_rows[pos[hit]]
-        nheld = held.sum(axis=1)
-        loads = self.win.head_load.astype(np.float64)
-        level = (float(loads.sum()) + inv.shape[0]) / n  # the scope's mean once the segment is routed
-        cap = level * (1.0 + self.balance)
-        hold_cap = level * (1.0 + (2.0 if self.cooperative else HOLD_ONE) * self.balance)
-        cand = self.cand[slots]
-        c1, c2 = cand[:, 1].astype(np.intp), cand[:, 2].astype(np.intp)
-        swap = _key_uniform(ids) >= self.accept[c1]  # the tail's first choice, the same on every router
-        c1, c2 = np.where(swap, c2, c1), np.where(swap, c1, c2)
-        # unsplit keys first (held ones, then new ones largest first), up to the hold cap: their rule is the
-        # same on every router; then split and hot keys, largest first, fill around them up to the cap
-        big = hot | (nheld > 1)
-        held1 = np.flatnonzero(~big & (nheld == 1))
-        held1 = held1[np.argsort(counts[held1], kind="stable")]  # a full combiner splits its largest key only
-        new = np.flatnonzero(~big & (nheld == 0))
-        rest = np.flatnonzero(big)
-        new = new[np.argsort(-counts[new], kind="stable")]
-        last = self.last_comb[slots].astype(np.intp)
-        # new to this scope, whole on one combiner in the last one: try that first. Cooperating routers keep the
-        # first choice they share, which carries over from scope to scope by itself; a key one spilled to its
-        # second choice goes back there only when no peer sees the key (raw_keys=partitioned), else routers that
-        # spilled it differently would keep it apart
-        lastn = last[new]
-        again = lastn >= 0
-        if self.cooperative:
-            again &= (lastn == c2[new]) & self.own_keys
-        back = new[again]
-        if back.size:
-            c1, c2 = c1.copy(), c2.copy()
-            prev = last[back]
-            c2[back] = np.where(prev == c1[back], c2[back], c1[back])
-            c1[back] = prev
-        rest = rest[np.argsort(-counts[rest], kind="stable")].astype(np.intp)
-        buf = np.empty((k + int(nheld.sum()) + 4 * n + 2, 3), dtype=np.int64)
-        c64 = counts.astype(np.int64)
-        rows = 0
-        one = not self.cooperative
-        if back.size:  # keys back in a new scope: where they were (one router: planned), when there is room
-            # (micro-batches that span several slides, as under a backlog, then ship one partial for them, not
-            # one per slide). One router's plan is for the whole scope: room against the scope's expected mean
-            basis = max(level, self.last_total / n)
-            room, hold = (
-                (cap, hold_cap) if self.cooperative else (basis * (1 + self.balance), basis * (1 + 2 * self.balance))
-            )
-            rows = place_keys(back.astype(np.intp), c64, c1, c2, held, loads, room, hold, buf, False, one)
-        if self.cooperative:  # the first choice every router shares, and room for the routers' differences
-            # against the mean the scope is expected to reach (the last scope's): early in a scope, when a
-            # router's loads differ from its peers' most, a key spills only when far from its fitted share
-            spill = max(level, self.last_total / n) * (1.0 + 2.0 * self.balance)
-            tail = np.concatenate([held1, new[~again]]).astype(np.intp)
-            rows += place_keys(tail, c64, c1, c2, held, loads, spill, spill, buf[rows:], False, False)
-            rows += place_keys(rest, c64, c1, c2, held, loads, cap, cap, buf[rows:], False, False)
-        else:  # one router: held keys, then split and hot keys, then new keys on the less loaded candidate; a
-            # key that outgrows the combiners holding it takes them up to the hold cap, then one more (whole on
-            # the least loaded, or on the ones with the most room): a large key reaches as few combiners as its
-            # size needs, where filling the few tuples of room that other keys leave would spread it over many
-            fresh = new[~again].astype(np.intp)
-            rows += place_keys(held1.astype(np.intp), c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True, True)
-            rows += place_keys(rest, c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], False, True)
-            rows += place_keys(fresh, c64, c1, c2, held, loads, cap, hold_cap, buf[rows:], True, True)
-        pk, pc, pn = buf[:rows, 0], buf[:rows, 1], buf[:rows, 2]
-        comb = np.zeros(k, dtype=np.intp)
-        comb[pk] = pc
-        out = comb[inv]
-        if rows > k:  # some keys were split: their tuples, in arrival order, fill their pieces in order
-            multi = np.bincount(pk, minlength=k) > 1
-            pos = np.flatnonzero(multi[inv])
-            pos = pos[np.argsort(inv[pos], kind="stable")]
-            r = np.flatnonzero(multi[pk])
-            r = r[np.argsort(pk[r], kind="stable")]
-            out[pos] = np.repeat(pc[r], pn[r])
-        self.win.add(slots[pk], pc.astype(np.intp), pn)
-        whole = np.bincount(pk, minlength=k) == 1
-        self.last_comb[slots] = -1
-        self.last_comb[slots[pk[whole[pk]]]] = pc[whole[pk]]
-        if whole.any():  # unsplit keys, by their (hash) candidates: what the next scope's tail rule is fit on
-            cand1, cand2 = cand[whole, 1].astype(np.intp), cand[whole, 2].astype(np.intp)
-            self.tail_pairs += np.bincount(cand1 * n + cand2, weights=counts[whole], minlength=n * n).reshape(n, n)
-        return out
 
     # -- key forwarding (Sec. 4.2) -------------------------------------------------------------
     def _forwardable(self, slots: IntP, hot: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
