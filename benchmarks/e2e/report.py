@@ -8,6 +8,7 @@ from typing import Any
 
 from benchmarks.demo.report import write_json
 from benchmarks.e2e import rounds
+from benchmarks.e2e.plots import finished_runs, write_plots
 
 __all__ = ["CANNOT_HELP", "goals", "render_markdown", "verdict", "write_plots", "write_report"]
 
@@ -16,11 +17,6 @@ def _f(x: Any, spec: str = ",.0f") -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
     return format(x, spec)
-
-
-def _by(doc: dict[str, Any], n: int, phase: str) -> dict[str, dict[str, Any]]:
-    """The runs of ``n`` in ``phase`` that finished (failed runs are listed apart)."""
-    return {r["config"]: r for r in doc["runs"] if r["n"] == n and r["phase"] == phase and "error" not in r}
 
 
 def _ratio(a: Any, b: Any) -> float | None:
@@ -52,7 +48,7 @@ def _direct_faster(doc: dict[str, Any], n: int) -> float | None:
     with a slower direct than they ran beside. The faster of direct's two passes is the conservative divisor of a
     measured drain ratio.
     """
-    back = _by(doc, n, "backlog").get("direct")
+    back = finished_runs(doc, n, "backlog").get("direct")
     for c in doc.get("rechecks", []):
         again = c.get("again_rate")
         if c["n"] == n and again and back is not None and again > back["spark"]["steady_rate"]:
@@ -92,7 +88,7 @@ def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
     heavy = opts.get("profile") == "heavy"
     slots = int(opts.get("slots", 2))
     for n in sorted({r["n"] for r in doc["runs"]}, reverse=True):
-        back, rate = _by(doc, n, "backlog"), _by(doc, n, "rate")
+        back, rate = finished_runs(doc, n, "backlog"), finished_runs(doc, n, "rate")
         d, direct, split = back.get("dalton"), back.get("direct"), back.get("direct-split")
         if n <= slots:  # as many combiners as executor cores: measured
             faster = _direct_faster(doc, n)
@@ -145,7 +141,7 @@ def verdict(doc: dict[str, Any]) -> list[str]:
     slots = int(o.get("slots", 2))
     lines = [f"Profile {o.get('profile', 'light')}, workload `{o['workload']}`, Spark local[{slots}]:", ""]
     for n in sorted({r["n"] for r in doc["runs"]}):
-        back = _by(doc, n, "backlog")
+        back = finished_runs(doc, n, "backlog")
         d = back.get("dalton")
         if d is None:
             continue
@@ -185,7 +181,7 @@ def verdict(doc: dict[str, Any]) -> list[str]:
 
 
 def _table(doc: dict[str, Any], n: int) -> list[str]:
-    back, rate = _by(doc, n, "backlog"), _by(doc, n, "rate")
+    back, rate = finished_runs(doc, n, "backlog"), finished_runs(doc, n, "rate")
     base = back.get("direct", {}).get("spark", {}).get("steady_rate")
     lines = [
         f"### n = {n} combiners, Spark local[2]",
@@ -353,50 +349,6 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += ["", "## Verdict", "", *verdict(doc)]
     lines += ["", "![latency over time](latency.png)", "", "![per-task load per micro-batch](tasks.png)", ""]
     return "\n".join(lines)
-
-
-def write_plots(doc: dict[str, Any], out: Path) -> list[Path]:
-    """``latency.png`` (p99 latency per second of production) and ``tasks.png`` (combiner task ms per batch)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths = []
-    ns = sorted({r["n"] for r in doc["runs"]}, reverse=True)
-    fig, axes = plt.subplots(len(ns), 1, figsize=(10, 3.5 * len(ns)), squeeze=False)
-    for ax, n in zip(axes[:, 0], ns, strict=True):
-        for config, r in _by(doc, n, "rate").items():
-            s = r.get("latency", {}).get("series")
-            if s:
-                ax.plot(s["second"], [math.nan if v is None else v for v in s["p99"]], lw=1, label=config)
-        ax.set_title(f"n = {n}: p99 latency per second of production")
-        ax.set_xlabel("seconds since the first record")
-        ax.set_ylabel("latency (s)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
-    paths.append(out / "latency.png")
-    fig.savefig(paths[-1], dpi=90)
-    plt.close(fig)
-    configs = list(_by(doc, ns[0], "backlog"))
-    fig, axes = plt.subplots(len(ns), len(configs), figsize=(2.2 * len(configs), 3 * len(ns)), squeeze=False,
-                             sharey="row")  # fmt: skip
-    for i, n in enumerate(ns):
-        back = _by(doc, n, "backlog")
-        for j, config in enumerate(configs):
-            ax = axes[i, j]
-            for b, tasks in enumerate(back.get(config, {}).get("spark", {}).get("task_ms", [])):
-                ax.scatter([b] * len(tasks), tasks, s=6)
-            ax.set_title(f"{config} (n={n})", fontsize=8)
-            ax.set_xlabel("micro-batch", fontsize=7)
-            ax.grid(alpha=0.3)
-        axes[i, 0].set_ylabel("combiner task ms")
-    fig.tight_layout()
-    paths.append(out / "tasks.png")
-    fig.savefig(paths[-1], dpi=80)
-    plt.close(fig)
-    return paths
 
 
 def write_report(doc: dict[str, Any], out: Path) -> dict[str, Path]:

@@ -1,0 +1,114 @@
+"""Dalton's cooperative-learning hooks (merge, SYNC and GLOBAL messages), its key slots, and its purity."""
+
+from __future__ import annotations
+
+import pathlib
+import pickle
+
+import numpy as np
+import pytest
+
+from benchmarks.workloads import zipf_keys
+from router import partitioners as P
+from router.partitioners.dalton import DaltonPartitioner
+from router.partitioners.dalton.bandit import weighted_average
+from router.partitioners.dalton.slots import SlotTable
+from tests.unit.test_dalton import BANDIT, N, make, metrics, route, uniform_keys
+
+
+# -- cooperative learning hooks -----------------------------------------------------------------------
+def _trained(seed: int, shift: int) -> DaltonPartitioner:
+    part = make(seed=seed, **BANDIT)
+    route(part, (zipf_keys(10_000, 1.5, 1_000, seed) + shift) % 1_000)
+    return part
+
+
+def test_weighted_average_weights_by_frequency() -> None:
+    avg = weighted_average({1: [(3.0, [0.0, 0.0]), (1.0, [4.0, -4.0])], 2: [(0.0, [1.0, 1.0]), (0.0, [3.0, 3.0])]})
+    assert avg == {1: [1.0, -1.0], 2: [2.0, 2.0]}
+
+
+def test_merge_is_order_independent() -> None:
+    a, b, c = _trained(1, 0), _trained(2, 1), _trained(3, 0)
+    sb, sc = b.snapshot(), c.snapshot()
+    a2 = make(seed=1, **BANDIT)
+    a2.restore(a.snapshot())
+    a.merge([sb, sc])
+    a2.merge([sc, sb])
+    assert {k: r.q for k, r in a.qtable.rows.items()} == {k: r.q for k, r in a2.qtable.rows.items()}
+    assert set(b.hot_keys()) | set(c.hot_keys()) <= set(a.hot_keys())
+
+
+def test_merge_rejects_foreign_state() -> None:
+    with pytest.raises(ValueError):
+        make().merge([P.create("hash", n=N).snapshot()])
+
+
+def test_sync_payload_and_global_message() -> None:
+    part = _trained(1, 0)
+    payload = part.sync_payload()
+    assert set(payload) == {"version", "qtable", "weights", "records", "top_keys", "request_double", "stats_window"}
+    assert payload["records"] == 10_000 and not payload["request_double"]
+    assert len(payload["top_keys"]) == N
+    counts = [c for _, c in payload["top_keys"]]
+    assert counts == sorted(counts, reverse=True)
+    top = payload["top_keys"][0][0]
+    assert top in payload["qtable"] and payload["weights"][top] > 0
+    pickle.dumps(payload)  # plain data
+    # AWAIT: routing continues, rewards are buffered
+    keys = (zipf_keys(2_000, 1.5, 1_000, 5)) % 1_000
+    part.assign(keys, np.arange(10_000, 12_000))
+    assert part.awaiting and part.buffer
+    assert part.sync_payload()["request_double"]  # still no answer: ask to double DSYNC
+    row = [-1.0] * N
+    row[3] = 0.0
+    stranger = 123456789
+    part.apply_global({"qtable": {top: row}, "hot": [stranger], "expire": [], "global_load": 40_000})
+    assert not part.awaiting and not part.buffer
+    assert part.qtable.rows[top].q != row  # buffered rewards were replayed onto the global row
+    assert stranger in part.hot_keys()
+    assert part.stats.prev_load == 40_000
+    part.apply_global({"expire": [top]})
+    assert top not in part.hot_keys()
+    with pytest.raises(ValueError):
+        part.apply_global({"qtable": {top: [0.0]}})
+
+
+def test_router_without_answer_keeps_routing() -> None:
+    part = _trained(2, 0)
+    part.sync_payload()
+    keys = zipf_keys(20_000, 1.5, 1_000, 6)
+    imb, rep = metrics(keys, route(part, keys))
+    assert imb < 1.3 and rep < 1.15
+
+
+# -- slots and purity ---------------------------------------------------------------------------------
+def test_slot_table_find_insert_release() -> None:
+    table = SlotTable(64)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 2**63, 48).astype(np.uint64)
+    clash = (np.arange(10, dtype=np.uint64) << np.uint64(32)) | np.uint64(7)  # same home cell
+    slots = table.insert(np.concatenate([ids, clash]))
+    assert len(set(slots.tolist())) == 58 and len(table) == 58
+    assert (table.find(np.concatenate([ids, clash])) == slots).all()
+    assert (table.find(rng.integers(0, 2**63, 100).astype(np.uint64)) == -1).all()
+    table.release(slots[:20])
+    found = table.find(np.concatenate([ids, clash]))
+    assert (found[:20] == -1).all() and (found[20:] == slots[20:]).all()
+    table.grow(256)
+    assert (table.find(np.concatenate([ids, clash]))[20:] == slots[20:]).all()
+
+
+def test_many_keys_recycle_slots() -> None:
+    part = DaltonPartitioner(N, window=2_000, slide=1_000, seed=0)
+    keys = uniform_keys(100_000, 1_000_000, 1)
+    route(part, keys)
+    assert part.slots.capacity <= 1 << 15  # keys that left the window gave their slots back
+
+
+def test_no_kafka_faust_or_spark_imports() -> None:
+    root = pathlib.Path(__file__).resolve().parents[2] / "router" / "partitioners" / "dalton"
+    for path in root.glob("*.py"):
+        text = path.read_text()
+        for banned in ("kafka", "faust", "pyspark"):
+            assert f"import {banned}" not in text and f"from {banned}" not in text, (path, banned)
