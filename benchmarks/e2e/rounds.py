@@ -38,6 +38,7 @@ def summary(run: dict[str, Any], round_: int) -> dict[str, Any]:
     return out | {
         "steady_rate": spark["steady_rate"],
         "partials": spark.get("shuffled_partials"),
+        "breakdown": spark.get("breakdown"),  # where a steady micro-batch's time went, us per record
         "spark_cpu_us_per_record": run["spark_cpu_us_per_record"],
         "router_cpu_us_per_record": run["router_cpu"]["us_per_record"],
         "router_cpu_drain_s": run.get("router_cpu_drain_s"),
