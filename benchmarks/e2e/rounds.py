@@ -67,6 +67,9 @@ def _drains(doc: dict[str, Any], n: int) -> dict[int, dict[str, dict[str, Any]]]
 def paired(doc: dict[str, Any], n: int) -> dict[str, dict[str, Any]]:
     """Per configuration other than direct: its drain / direct's drain in each round, their median, min and max.
 
+    Also per round the Spark CPU per record it saved (direct's minus its own) and its routers' CPU per record
+    (routing), with their medians (``saved_median``, ``router_median``).
+
     A round where either drain failed, or was not exact, gives no ratio for that configuration. Nothing for a run
     of one round (its ratios against direct are the report's table).
     """
@@ -79,15 +82,20 @@ def paired(doc: dict[str, Any], n: int) -> dict[str, dict[str, Any]]:
         for config, s in drains.items():
             if config == "direct":
                 continue
-            row = out.setdefault(config, {"ratios": [], "rounds": []})
+            row = out.setdefault(config, {"ratios": [], "rounds": [], "saved": [], "router": []})
             if base is None or "error" in base or "error" in s or not (base["exact"] and s["exact"]):
                 continue
             if base["steady_rate"] and s["steady_rate"]:
                 row["ratios"].append(s["steady_rate"] / base["steady_rate"])
                 row["rounds"].append(r)
+                row["saved"].append(base["spark_cpu_us_per_record"] - s["spark_cpu_us_per_record"])
+                if s.get("router_cpu_us_per_record") is not None:
+                    row["router"].append(s["router_cpu_us_per_record"])
     for row in out.values():
         v = row["ratios"]
         row |= {"median": statistics.median(v), "low": min(v), "high": max(v)} if v else {"median": None}
+        row["saved_median"] = statistics.median(row["saved"]) if row["saved"] else None
+        row["router_median"] = statistics.median(row["router"]) if row["router"] else None
     return out
 
 
@@ -126,8 +134,13 @@ def lines(doc: dict[str, Any], n: int) -> list[str]:
         if p["median"] is None:
             out.append(f"- {config}: no round with both drains exact.")
             continue
+        cpu = ""
+        if p["router_median"] is not None:
+            cpu = (f" Spark CPU saved per record (direct's minus its own, same round): median "
+                   f"{p['saved_median']:.1f} us; its routers' CPU per record: median "
+                   f"{p['router_median']:.1f} us.")  # fmt: skip
         out.append(f"- {config} / direct, paired per round: median {p['median']:.2f}x, range {p['low']:.2f}-"
-                   f"{p['high']:.2f}x over {len(p['ratios'])} rounds.")  # fmt: skip
+                   f"{p['high']:.2f}x over {len(p['ratios'])} rounds.{cpu}")  # fmt: skip
     return out
 
 
@@ -140,7 +153,7 @@ def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
     if _rounds(doc) < 2:
         return []
     slots = int(doc["options"].get("slots", 2))
-    out = []
+    out = _cpu_goals(doc)
     for n in sorted({r["n"] for r in doc["runs"] if r["n"] <= slots}):
         for config, p in paired(doc, n).items():
             if config.startswith("direct"):
@@ -154,4 +167,19 @@ def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
             name = f"n={n}: {config} drain / direct drain, median of the rounds (local[{slots}])"
             out.append({"goal": name, "value": v, "target": ">= 1", "met": None if v is None else v >= 1.0,
                         "note": note})  # fmt: skip
+    return out
+
+
+def _cpu_goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each routed configuration's router CPU per record <= the Spark CPU per record it saves (medians of rounds)."""
+    out = []
+    for n in sorted({r["n"] for r in doc["runs"]}):
+        for config, p in paired(doc, n).items():
+            router, saved = p.get("router_median"), p.get("saved_median")
+            if router is None or saved is None:
+                continue
+            v = router / saved if saved > 0 else None
+            note = f"router {router:.1f} us/rec against {saved:.1f} us/rec of Spark CPU saved, medians of the rounds"
+            out.append({"goal": f"n={n}: {config} router CPU / the Spark CPU it saves, per record", "value": v,
+                        "target": "<= 1", "met": v is not None and v <= 1.0, "note": note})  # fmt: skip
     return out

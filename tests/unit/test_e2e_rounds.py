@@ -54,14 +54,40 @@ def test_each_ratio_divides_by_direct_of_the_same_round() -> None:
     assert g["met"] is True and "every round >= 1" in g["note"] and "over 4 rounds" in g["note"]
 
 
+def _drain_goal(doc: dict[str, Any]) -> dict[str, Any]:
+    return {g["goal"]: g for g in rounds.goals(doc)}["n=2: hash drain / direct drain, median of the rounds (local[2])"]
+
+
+def test_the_router_cpu_is_set_against_the_spark_cpu_it_saves_in_the_same_round() -> None:
+    """Direct's Spark CPU 40 us/rec; hash's 33, 36, 30 (saves 7, 4, 10: median 7) with routers at 5 us/rec."""
+    doc = _doc([1000, 1000, 1000], [1000, 1000, 1000])
+    cpu = iter([33.0, 36.0, 30.0])
+    doc["runs"][1]["spark_cpu_us_per_record"] = next(cpu)
+    for s in doc["rounds"]:
+        if s["config"] == "hash":
+            s["spark_cpu_us_per_record"] = next(cpu)
+    p = rounds.paired(doc, 2)["hash"]
+    assert p["saved"] == [7.0, 4.0, 10.0] and p["saved_median"] == 7.0 and p["router_median"] == 5.0
+    g = {x["goal"]: x for x in rounds.goals(doc)}["n=2: hash router CPU / the Spark CPU it saves, per record"]
+    assert g["met"] is True and g["value"] == 5.0 / 7.0 and "router 5.0 us/rec against 7.0 us/rec" in g["note"]
+    assert "Spark CPU saved per record (direct's minus its own, same round): median 7.0 us" in "\n".join(
+        rounds.lines(doc, 2)
+    )
+    for s in doc["rounds"]:  # routing costs Spark CPU instead of saving it
+        s["spark_cpu_us_per_record"] = 45.0
+    doc["runs"][1]["spark_cpu_us_per_record"] = 45.0
+    g = {x["goal"]: x for x in rounds.goals(doc)}["n=2: hash router CPU / the Spark CPU it saves, per record"]
+    assert g["met"] is False and g["value"] is None
+
+
 def test_a_round_that_is_not_exact_gives_no_ratio_and_the_median_decides() -> None:
     doc = _doc([900, 1100, 500, 1050], [1000, 1000, 1000, 1000], exact=[True, True, False, True])
     p = rounds.paired(doc, 2)["hash"]
     assert p["rounds"] == [1, 2, 4] and round(p["median"], 2) == 1.05
-    g = rounds.goals(doc)[0]
+    g = _drain_goal(doc)
     assert g["met"] is True and "range 0.90-1.10x over 3 rounds (rounds differ)" in g["note"]
-    low = _doc([900, 950], [1000, 1000])
-    assert rounds.goals(low)[0]["met"] is False and "every round < 1" in rounds.goals(low)[0]["note"]
+    low = _drain_goal(_doc([900, 950], [1000, 1000]))
+    assert low["met"] is False and "every round < 1" in low["note"]
     text = "\n".join(rounds.lines(doc, 2))
     assert "| 3 | as given | 1,000 | 500 (0.50) \\* |" in text and "| 2 | reversed | 1,000 | 1,100 (1.10) |" in text
     assert "hash / direct, paired per round: median 1.05x, range 0.90-1.10x over 3 rounds." in text
