@@ -145,10 +145,12 @@ def lines(doc: dict[str, Any], n: int) -> list[str]:
 
 
 def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each routed configuration's drain >= direct's, at the measured ``n`` (as many combiners as slots).
+    """The goals of a run of several rounds (nothing for one round).
 
-    The routed topic must not cost the job its drain rate: met on the median of the paired ratios; the note gives
-    their range and says whether every round is on the same side of 1.0.
+    Per routed configuration: its router CPU per record <= the Spark CPU per record it saved, at every ``n``
+    (medians of the rounds); its drain >= direct's at the measured ``n`` (as many combiners as slots): the routed
+    topic must not cost the job its drain rate, met on the median of the paired ratios, the note giving their
+    range and whether every round is on the same side of 1.0.
     """
     if _rounds(doc) < 2:
         return []
