@@ -32,7 +32,7 @@ from tests.integration.spark_support import T0, Rec, assert_same, read_results, 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
 N = 4
-RECORDS = 30_000  # enough micro-batches of 400 to outlast every stall below
+RECORDS = 60_000  # enough micro-batches of 400 to outlast every stall below (30,000 ran out after 6 misses once)
 
 
 def _start_streaming(spark: Any, settings: SkewrouteSettings) -> JobHandle:
