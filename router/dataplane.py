@@ -75,6 +75,7 @@ from router.plane_parts import (
     consumer_conf,
     make_partitioner,
     next_offsets,
+    offset_ranges,
     window_clock,
 )
 from router.plane_rebalance import PlaneMembership
@@ -274,6 +275,8 @@ class RouteDataPlane:
             msgs = [m for m in msgs if m.error() is None]
             if not msgs:
                 return
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("route %s: consumed %s", self.route.route_name, offset_ranges(msgs))
         st = self.stats
         if st.first_consumed is None:
             st.first_consumed = time.monotonic()

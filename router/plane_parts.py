@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import gc
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ import numpy.typing as npt
 import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
-from router.extract import BadRecord, Extracted, SourceRecord
+from router.extract import BadRecord, Extracted, RawMessage, SourceRecord
 from router.partitioners import Partitioner, create
 from schemas.exceptions import ConfigError, RecordError
 from schemas.records import V2_HEAD, V2_HEAD_MEASURE, V2_MEASURE, DeadLetter, decode_routed_record, routed_version
@@ -36,6 +37,7 @@ __all__ = [
     "make_partitioner",
     "tune_gc",
     "next_offsets",
+    "offset_ranges",
     "window_clock",
 ]
 
@@ -267,6 +269,15 @@ def dead_letter(
 def dead_letter_bytes(dl: DeadLetter) -> bytes:
     """The DLQ wire value of a dead letter."""
     return dl.model_dump_json().encode()
+
+
+def offset_ranges(msgs: Sequence[RawMessage]) -> str:
+    """``"p: first..last"`` per raw partition of a batch, for debug logs (the batch's records are in offset order)."""
+    spans: dict[int | None, list[int | None]] = {}
+    for m in msgs:
+        span = spans.setdefault(m.partition(), [m.offset(), m.offset()])
+        span[1] = m.offset()
+    return ", ".join(f"{p}: {a}..{b}" for p, (a, b) in sorted(spans.items(), key=lambda kv: kv[0] or 0))
 
 
 def next_offsets(raw_topic: str, ext: Extracted) -> list[TopicPartition]:
