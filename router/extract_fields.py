@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -17,13 +18,17 @@ from schemas.settings import KeySpec, TimeSpec
 
 __all__ = [
     "MAX_TIME_MS",
+    "BadRecord",
+    "Extracted",
     "Getter",
     "RawMessage",
+    "SourceRecord",
     "json_type",
     "key_getter",
     "measure_getter",
     "path_getter",
     "time_getter",
+    "unexpected",
 ]
 
 #: Event times must be epoch milliseconds in [0, 2**53) (exact in a double, so Spark and JSON agree).
@@ -39,6 +44,65 @@ class RawMessage(Protocol):
     def partition(self) -> int | None: ...  # noqa: D102
     def offset(self) -> int | None: ...  # noqa: D102
     def topic(self) -> str | None: ...  # noqa: D102
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """A raw record built from its parts: a :class:`RawMessage` for dead letters of refused outputs, files and tests."""
+
+    topic_: str
+    partition_: int
+    offset_: int
+    key_: bytes | None
+    value_: bytes | None
+    timestamp_: int | None = None
+
+    def value(self) -> bytes | None:  # noqa: D102
+        return self.value_
+
+    def key(self) -> bytes | None:  # noqa: D102
+        return self.key_
+
+    def timestamp(self) -> tuple[int, int]:  # noqa: D102
+        return (0, -1) if self.timestamp_ is None else (1, self.timestamp_)
+
+    def partition(self) -> int | None:  # noqa: D102
+        return self.partition_
+
+    def offset(self) -> int | None:  # noqa: D102
+        return self.offset_
+
+    def topic(self) -> str | None:  # noqa: D102
+        return self.topic_
+
+
+@dataclass(slots=True)
+class BadRecord:
+    """A raw record that cannot be routed, with the error naming the field at fault."""
+
+    message: RawMessage
+    error: RecordError
+
+
+def unexpected(exc: BaseException) -> RecordError:
+    """A :class:`RecordError` for an exception nobody expected while handling one record."""
+    return RecordError("value", f"cannot be handled: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+@dataclass(slots=True)
+class Extracted:
+    """One batch after extraction: parallel lists over the good records, and the bad ones."""
+
+    keys: list[str] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)
+    measures: list[float | None] = field(default_factory=list)
+    values: list[bytes] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    bad: list[BadRecord] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.keys)
 
 
 Getter = Callable[[Any, RawMessage], Any]

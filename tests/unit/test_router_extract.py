@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from router.extract import Extractor, SourceRecord
+from schemas.exceptions import RecordError
 from schemas.settings import RouteSettings
 
 
@@ -133,3 +134,51 @@ def test_plain_batch_path_equals_record_by_record(odd: int) -> None:
     plain = [Msg(v, o=i) for i, v in enumerate(good)]
     assert Extractor(r)._extract_plain(plain, "key") is not None  # an all-plain batch takes the batch pass
     assert _extracted(Extractor(r), plain) == _extracted(generic, plain)
+
+
+def test_format_2_never_parses_a_value_nothing_is_read_from() -> None:
+    """Kafka key, Kafka timestamp, no measure: under format 2 (``vectorized``) values are opaque bytes, so a value
+    that is not JSON (Avro, text, empty) is routed; format 1 embeds the value in JSON and refuses it."""
+    values = [b"nope", b"\x00\x01avro", b"", b'{"key":1}']
+    msgs = [Msg(v, k=b"k%d" % i, o=i) for i, v in enumerate(values)]
+    r = _route(key={"source": "kafka_key"})
+    out = Extractor(r, vectorized=True).extract(msgs)
+    assert out.keys == ["k0", "k1", "k2", "k3"] and out.values == values and out.offsets == [0, 1, 2, 3]
+    assert not out.bad
+    v1 = Extractor(r).extract(msgs)
+    assert v1.keys == ["k3"] and [b.error.field for b in v1.bad] == ["value"] * 3
+    measured = Extractor(_route(key={"source": "kafka_key"}, value_field="m"), vectorized=True).extract(msgs)
+    assert measured.keys == ["k3"]  # a measure is read from the value: it must be a JSON object
+
+
+_T = 1_700_000_000_000
+#: (Kafka key, value, timestamp, the field the record is refused for: None when it is good; an empty Kafka key
+#: is a key, as the per-record function has it).
+_ODD_KEYED: list[tuple[bytes | None, bytes | None, int | None, str | None]] = [
+    (None, b"v", _T, "key"), (b"", b"v", _T, None), (b"\xff", b"v", _T, "key"), (b"k" * 5000, b"v", _T, "key"),
+    (b"big", b"p" * 2_000, _T, "value"), (b"nov", None, _T, "value"), (b"nots", b"v", None, "timestamp"),
+    (b"ahead", b"v", 1_900_000_000_000, "timestamp"), (b"n\xc3\xa9", b"\xff\xfe", _T + 1, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("odd", range(len(_ODD_KEYED) + 1))
+def test_opaque_batch_path_equals_record_by_record(odd: int) -> None:
+    """One odd record (key, value or timestamp) among good ones: the batch path gives what the record-by-record
+    function gives, error for error."""
+    rows = [(b"k%d" % i, b"value %d" % i, _T + i, None) for i in range(100)]
+    rows = rows[:50] + ([_ODD_KEYED[odd]] if odd < len(_ODD_KEYED) else []) + rows[50:]
+    msgs = [Msg(v, k=k, ts=ts, o=i, p=i % 3) for i, (k, v, ts, _) in enumerate(rows)]
+    ex = Extractor(_route(key={"source": "kafka_key"}, max_record_bytes=1_000), vectorized=True)
+    got = _extracted(ex, msgs)
+    good: list[tuple[str, int, bytes, int | None, int | None]] = []
+    bad = []
+    for m in msgs:
+        try:
+            k, t, _, v = ex._one(m)
+        except RecordError as err:
+            bad.append((m.offset(), err.field, err.reason))
+            continue
+        good.append((k, t, v, m.partition(), m.offset()))
+    keys, times, values, parts, offsets = (list(c) for c in zip(*good, strict=True))
+    assert got == (keys, times, [None] * len(keys), values, parts, offsets, bad)
+    assert [f for _, f, _ in bad] == [f for *_, f in rows if f is not None]
