@@ -110,7 +110,11 @@ class KafkaSettings(FrozenModel):
 class KeySpec(FrozenModel):
     """Where a raw record's key comes from."""
 
-    source: Literal["field", "kafka_key"] = Field("field", description="a JSON field of the value, or the Kafka key")
+    source: Literal["field", "kafka_key"] = Field(
+        "field",
+        description="a JSON field of the value, or the Kafka key (with the Kafka timestamp and no value_field, "
+        "routed format 2 never parses the value: it need not be JSON)",
+    )
     field: str | None = Field("key", description="dotted path of the key in the JSON value (source=field)")
 
     @model_validator(mode="after")

@@ -7,7 +7,7 @@ import base64
 import orjson
 import pytest
 
-from schemas.records import DeadLetter, RoutedRecord
+from schemas.records import V2_HEAD, DeadLetter, RoutedRecord
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import committed, end_offsets, produce, routed, run_plane, settings
 
@@ -96,3 +96,21 @@ def test_kafka_key_source_rejects_missing_and_non_utf8_keys(kafka: KafkaSettings
     assert sorted((d["k"], orjson.dumps(d["d"])) for _, d in out) == [("a", b'"text"'), ("a", b'{"x":1}'), ("b", b"17")]
     dlq = sorted(DeadLetter.model_validate(d).error for _, d in routed(kafka, route.dlq_topic_name, expected=2))
     assert dlq == ["key: the Kafka key is missing", "key: the Kafka key is not valid UTF-8"]
+
+
+def test_kafka_key_route_under_format_2_routes_values_that_are_not_json(kafka: KafkaSettings, topic: str) -> None:
+    """Key and time from Kafka, no measure: format 2 carries the value as opaque bytes, so Avro-like or text
+    values are routed byte for byte (format 1, which embeds them in JSON, dead-letters them)."""
+    records: list[tuple[bytes | None, bytes | None]] = [
+        (b"a", b"\x00\x00\x00\x00\x01\x02avro"), (b"b", b"plain text"), (b"a", b'{"x": 1}'), (None, b"no key"),
+    ]  # fmt: skip
+    produce(kafka, topic, records)
+    s = settings(kafka, topic, f"app-{topic}", key={"source": "kafka_key"}, router={"routed_format": 2})
+    route = s.routes[0]
+    run_plane(s, len(records))
+    out = routed(kafka, route.combiner_topic_name, expected=3)
+    got = sorted((d["k"], r.value[V2_HEAD:], (d["p"], d["o"])) for r, d in out)
+    sent = {v: (i % 4, i // 4) for i, (_, v) in enumerate(records)}  # round-robin: value -> (partition, offset)
+    assert got == sorted((k.decode(), v, sent[v]) for k, v in records[:3])  # type: ignore[union-attr,index]
+    dlq = [DeadLetter.model_validate(d).error for _, d in routed(kafka, route.dlq_topic_name, expected=1)]
+    assert dlq == ["key: the Kafka key is missing"]
