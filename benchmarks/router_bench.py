@@ -50,9 +50,12 @@ from benchmarks.router_bench_report import (
     release_variants,
     separate_table,
 )
-from benchmarks.router_bench_workloads import KEYS, RAW_PARTITIONS, WORKLOADS, preload
+from benchmarks.router_bench_workloads import ALL_WORKLOADS, KEYED_WORKLOADS, KEYS, RAW_PARTITIONS, WORKLOADS, preload
 
 __all__ = ["main"]
+
+#: raw topics of the keyed workloads start with this (their routes take the key from the Kafka key)
+_KEYED = "bench-keyed-"
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -62,12 +65,13 @@ def _child(args: argparse.Namespace) -> None:
 
     if args.pair:
         pair = run_pair(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
-                        combiners=args.combiners, producer_conf=args.producer_conf, timeout=args.timeout)  # fmt: skip
+                        combiners=args.combiners, producer_conf=args.producer_conf, timeout=args.timeout,
+                        key_source=args.key_source)  # fmt: skip
         print(json.dumps(pair))
         return
     plane = make_plane(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
                        combiners=args.combiners, producer_conf=args.producer_conf,
-                       routed_format=args.routed_format)  # fmt: skip
+                       routed_format=args.routed_format, key_source=args.key_source)  # fmt: skip
     tune_gc()  # as the worker does once its data planes are built (router.app)
     plane.start()
     plane.join(args.timeout)
@@ -119,6 +123,7 @@ def _run_child(
         sys.executable, "-m", "benchmarks.router_bench", "--child", "--bootstrap", args.bootstrap, "--raw", raw,
         "--partitioner", name, "-n", str(args.n), "--batch", str(args.batch), "--combiners", str(args.combiners),
         "--timeout", str(args.timeout), "--producer-conf", args.producer_conf, *(["--pair"] if pair else []),
+        *(["--key-source", "kafka_key"] if raw.startswith(_KEYED) else []),  # a baseline's child must know it
     ]  # fmt: skip
     env: dict[str, str] | None = None
     cwd = None
@@ -231,6 +236,7 @@ def _child_main(argv: list[str]) -> None:
     ap.add_argument("--timeout", type=float, required=True)
     ap.add_argument("--producer-conf", default="{}")
     ap.add_argument("--routed-format", type=int, default=2)
+    ap.add_argument("--key-source", default="field")
     _child(ap.parse_args(argv))
 
 
@@ -257,9 +263,9 @@ def main(
     ``skewroute router-bench`` is the command line. ``formats``: routed wire formats this code is run with;
     ``baseline``: the source tree of an earlier release, run side by side in the ``release`` section.
     """
-    unknown = [w for w in workloads.split(",") if w not in WORKLOADS]
+    unknown = [w for w in workloads.split(",") if w not in ALL_WORKLOADS]
     if unknown:
-        raise ValueError(f"workloads must be among {', '.join(WORKLOADS)}, got {', '.join(unknown)}")
+        raise ValueError(f"workloads must be among {', '.join(ALL_WORKLOADS)}, got {', '.join(unknown)}")
     args = argparse.Namespace(
         n=records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, only=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, report=out / "router-throughput.md",
@@ -287,10 +293,11 @@ def main(
             args.bootstrap = broker.bootstrap
         try:
             for wl in args.workloads.split(","):
-                raw = f"bench-{wl}-{time.time_ns()}"
+                keyed = wl in KEYED_WORKLOADS
+                raw = f"{_KEYED if keyed else 'bench-'}{wl}-{time.time_ns()}"
                 label = wl if len(kinds) == 1 else f"{wl} on {kind}"
                 t0 = time.monotonic()
-                preload(args.bootstrap, raw, args.n, WORKLOADS[wl], seed=1)
+                preload(args.bootstrap, raw, args.n, ALL_WORKLOADS[wl], seed=1, keyed=keyed)
                 print(f"{label}: preloaded {args.n:,} records in {time.monotonic() - t0:.1f} s", flush=True)
                 if args.mode in ("pairs", "both"):
                     _pair_rounds(args, raw, [x for x in names if x != PASSTHROUGH], pairs.setdefault(label, {}))

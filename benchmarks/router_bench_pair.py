@@ -35,8 +35,12 @@ def make_plane(
     combiners: int,
     producer_conf: str,
     routed_format: int = 2,
+    key_source: str = "field",
 ) -> RouteDataPlane:
-    """A data plane routing ``raw`` with ``name`` (a partitioner or :data:`PASSTHROUGH`) into a fresh combiner topic."""
+    """A data plane routing ``raw`` with ``name`` (a partitioner or :data:`PASSTHROUGH`) into a fresh combiner topic.
+
+    ``key_source``: the route's ``key.source`` (``field``: the value's ``key``; ``kafka_key``).
+    """
     from connectors.admin import ensure_route_topics
     from router.observability import RouterMetrics
     from schemas.settings import SkewrouteSettings
@@ -59,6 +63,7 @@ def make_plane(
                 "combiners": combiners,
                 "window": {"kind": "count", "size": 60_000, "slide": 1_000},
                 "partitioner": {"name": "hash" if name == PASSTHROUGH else name},
+                "key": {"source": key_source},
             }
         ],
     )
@@ -93,11 +98,15 @@ def run_pair(
     combiners: int,
     producer_conf: str = "{}",
     timeout: float = 300.0,
+    key_source: str = "field",
 ) -> dict[str, dict[str, Any]]:
     """Route the first ``n`` records of ``raw`` with pass-through and with ``partitioner``, turn by turn."""
     names = [PASSTHROUGH, partitioner]
     planes = [
-        make_plane(bootstrap, raw, x, n=n, batch=batch, combiners=combiners, producer_conf=producer_conf) for x in names
+        make_plane(
+            bootstrap, raw, x, n=n, batch=batch, combiners=combiners, producer_conf=producer_conf, key_source=key_source
+        )
+        for x in names
     ]
     tune_gc()  # as the worker does once its data planes are built (router.app)
     spent = [0.0, 0.0]

@@ -2,7 +2,9 @@
 
 A workload draws ``n`` keys over :data:`KEYS` distinct keys (Zipf with the workload's exponent, or uniform)
 and turns record ``i`` with key ``k`` into the small JSON value ``{"key":"k<k>","v":<i>}``, spread round-robin
-over :data:`RAW_PARTITIONS` raw partitions. The end-to-end sections route a topic preloaded with it
+over :data:`RAW_PARTITIONS` raw partitions. The keyed workloads (:data:`KEYED_WORKLOADS`) also write ``k<k>`` as
+each record's Kafka key, and their routes take the key from there (``key.source: kafka_key``). The end-to-end
+sections route a topic preloaded with it
 (:func:`preload`); the hot-path profile routes the same records as in-memory Kafka messages
 (:func:`in_memory_messages`).
 """
@@ -13,10 +15,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KEYS", "RAW_PARTITIONS", "WORKLOADS", "in_memory_messages", "preload", "workload_keys"]
+__all__ = [
+    "ALL_WORKLOADS",
+    "KEYED_WORKLOADS",
+    "KEYS",
+    "RAW_PARTITIONS",
+    "WORKLOADS",
+    "in_memory_messages",
+    "preload",
+    "workload_keys",
+]
 
 #: workload name -> Zipf exponent (0: uniform)
 WORKLOADS = {"zipf1.5": 1.5, "uniform": 0.0}
+#: the same records with Kafka keys, routed on them (run when asked for by name)
+KEYED_WORKLOADS = {"zipf1.5-keyed": 1.5, "uniform-keyed": 0.0}
+ALL_WORKLOADS = {**WORKLOADS, **KEYED_WORKLOADS}
 KEYS = 10_000
 RAW_PARTITIONS = 4
 
@@ -34,8 +48,11 @@ def _value(key: int, i: int) -> bytes:
     return b'{"key":"k%d","v":%d}' % (key, i)
 
 
-def preload(bootstrap: str, topic: str, n: int, s: float, seed: int) -> None:
-    """Create ``topic`` with :data:`RAW_PARTITIONS` partitions and write the workload's ``n`` records to it."""
+def preload(bootstrap: str, topic: str, n: int, s: float, seed: int, *, keyed: bool = False) -> None:
+    """Create ``topic`` with :data:`RAW_PARTITIONS` partitions and write the workload's ``n`` records to it.
+
+    ``keyed``: each record's Kafka key is ``k<k>`` too (the keyed workloads).
+    """
     from connectors.admin import TopicSpec, ensure_topics
     from connectors.kafka import make_admin, make_producer, produce_waiting
     from schemas.settings import KafkaSettings
@@ -44,7 +61,7 @@ def preload(bootstrap: str, topic: str, n: int, s: float, seed: int) -> None:
     ensure_topics(make_admin(kafka), [TopicSpec(topic, RAW_PARTITIONS)])
     p = make_producer(kafka, **{"linger.ms": 20})
     for i, k in enumerate(workload_keys(n, s, seed)):
-        produce_waiting(p, topic, _value(k, i), partition=i % RAW_PARTITIONS)
+        produce_waiting(p, topic, _value(k, i), b"k%d" % k if keyed else None, partition=i % RAW_PARTITIONS)
     if p.flush(120) != 0:
         raise RuntimeError(f"preloading {topic} did not finish")
 

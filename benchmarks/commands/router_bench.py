@@ -22,7 +22,12 @@ def router_bench(
     partitioners: str | None = typer.Option(
         None, "--partitioners", "-p", help="comma-separated configurations (default: passthrough and all)"
     ),
-    workloads: str = typer.Option("zipf1.5,uniform", "--workloads", help="comma-separated: zipf1.5, uniform"),
+    workloads: str = typer.Option(
+        "zipf1.5,uniform",
+        "--workloads",
+        help="comma-separated: zipf1.5, uniform, and their keyed variants zipf1.5-keyed, uniform-keyed (Kafka keys, "
+        "routes with key.source kafka_key)",
+    ),
     timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="longest run of one worker process (s)"),
     producer_conf: str = typer.Option("{}", "--producer-conf", help="extra librdkafka producer properties (JSON)"),
     out: Path = typer.Option(

@@ -27,3 +27,12 @@ def test_pair_routes_the_whole_topic_with_both_planes(kafka: KafkaSettings, topi
     table = "\n".join(pair_table({"w": {"cam": [pair, {"ok": False, "error": "boom"}]}}, 2))
     cam, base = pair["cam"]["rate"], pair[PASSTHROUGH]["rate"]
     assert f"| cam | {cam:,.0f} | {base:,.0f} | {cam / base:.2f} | {cam / base:.2f} |" in table
+
+
+def test_keyed_pair_routes_on_the_kafka_key(kafka: KafkaSettings, topic: str) -> None:
+    """The keyed workloads' routes take the key from the Kafka key: values that are not JSON are routed too."""
+    produce(kafka, topic, [(b"k%d" % (i % 50), b"opaque %d" % i) for i in range(N)])
+    pair = run_pair(kafka.bootstrap_servers, topic, "hash", n=N, batch=700, combiners=4, timeout=120,
+                    key_source="kafka_key")  # fmt: skip
+    assert all(r["ok"] and r["consumed"] == N and r["routed"] == N for r in pair.values())
+    assert routed(kafka, f"{topic}.dlq") == []
