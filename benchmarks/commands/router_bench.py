@@ -57,17 +57,17 @@ def router_bench(
 ) -> None:
     """Router throughput per partitioner next to a pass-through route (tuples/s, µs per tuple per phase)."""
     from benchmarks.router_bench import main
-    from benchmarks.router_bench_workloads import WORKLOADS
+    from benchmarks.router_bench_workloads import ALL_WORKLOADS
 
     if mode not in MODES:
         raise typer.BadParameter(" or ".join(MODES), param_hint="--mode")
     bad = [k for k in in_flight.split(",") if in_flight and not (k.isdigit() and 1 <= int(k) <= 16)]
     if bad:
         raise typer.BadParameter(f"values 1..16, got {', '.join(bad)}", param_hint="--in-flight")
-    unknown = [w for w in workloads.split(",") if w not in WORKLOADS]
+    unknown = [w for w in workloads.split(",") if w not in ALL_WORKLOADS]
     if unknown:
         raise typer.BadParameter(
-            f"unknown {', '.join(unknown)}; valid: {', '.join(WORKLOADS)}", param_hint="--workloads"
+            f"unknown {', '.join(unknown)}; valid: {', '.join(ALL_WORKLOADS)}", param_hint="--workloads"
         )
     main(
         records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, partitioners=partitioners,
