@@ -38,7 +38,7 @@ from typing import Any
 
 from benchmarks.planes import PASSTHROUGH
 from benchmarks.router_bench_hotpath import hotpath_table
-from benchmarks.router_bench_pair import pair_table
+from benchmarks.router_bench_pair import SLIDE, pair_table, window
 from benchmarks.router_bench_report import (
     BASELINE,
     NEW,
@@ -60,18 +60,18 @@ _KEYED = "bench-keyed-"
 
 def _child(args: argparse.Namespace) -> None:
     """One worker process: route the whole raw topic once (or a pair, turn by turn), print the stats as JSON."""
-    from benchmarks.router_bench_pair import drop_combiner_topic, make_plane, run_pair
+    from benchmarks.router_bench_pair import drop_combiner_topic, make_plane, run_pair, topic_bytes
     from router.plane_parts import tune_gc
 
     if args.pair:
         pair = run_pair(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
                         combiners=args.combiners, producer_conf=args.producer_conf, timeout=args.timeout,
-                        key_source=args.key_source)  # fmt: skip
+                        key_source=args.key_source, slide=args.slide)  # fmt: skip
         print(json.dumps(pair))
         return
     plane = make_plane(args.bootstrap, args.raw, args.partitioner, n=args.n, batch=args.batch,
                        combiners=args.combiners, producer_conf=args.producer_conf,
-                       routed_format=args.routed_format, key_source=args.key_source)  # fmt: skip
+                       routed_format=args.routed_format, key_source=args.key_source, slide=args.slide)  # fmt: skip
     tune_gc()  # as the worker does once its data planes are built (router.app)
     plane.start()
     plane.join(args.timeout)
@@ -81,7 +81,7 @@ def _child(args: argparse.Namespace) -> None:
     if plane.alive:
         plane.stop()
         plane.join(30)
-    routed_bytes = _topic_bytes(plane.kafka, plane.route.combiner_topic_name, st.routed) if ok else float("nan")
+    routed_bytes = topic_bytes(plane.kafka, plane.route.combiner_topic_name, st.routed) if ok else float("nan")
     drop_combiner_topic(plane)
     print(
         json.dumps(
@@ -103,14 +103,6 @@ def _child(args: argparse.Namespace) -> None:
     )
 
 
-def _topic_bytes(kafka: Any, topic: str, expected: int) -> float:
-    """Mean Kafka key + value bytes per record of ``topic`` (read whole after the timed run)."""
-    from benchmarks.topic_reader import read_topic
-
-    recs = read_topic(kafka, topic, expected=expected, idle_s=2.0)
-    return sum(len(r.key or b"") + len(r.value or b"") for r in recs) / max(len(recs), 1)
-
-
 def _run_child(
     args: argparse.Namespace, raw: str, name: str, *, pair: bool = False, release: str = NEW, fmt: int = 2,
     in_flight: int | None = None,
@@ -124,6 +116,7 @@ def _run_child(
         "--partitioner", name, "-n", str(args.n), "--batch", str(args.batch), "--combiners", str(args.combiners),
         "--timeout", str(args.timeout), "--producer-conf", args.producer_conf, *(["--pair"] if pair else []),
         *(["--key-source", "kafka_key"] if raw.startswith(_KEYED) else []),  # a baseline's child must know it
+        *(["--slide", str(args.slide)] if args.slide != SLIDE else []),  # as must this
     ]  # fmt: skip
     env: dict[str, str] | None = None
     cwd = None
@@ -237,6 +230,7 @@ def _child_main(argv: list[str]) -> None:
     ap.add_argument("--producer-conf", default="{}")
     ap.add_argument("--routed-format", type=int, default=2)
     ap.add_argument("--key-source", default="field")
+    ap.add_argument("--slide", type=int, default=SLIDE)
     _child(ap.parse_args(argv))
 
 
@@ -257,6 +251,7 @@ def main(
     formats: str = "2",
     baseline: Path | None = None,
     in_flight: str = "",
+    slide: int = SLIDE,
 ) -> None:
     """Run the benchmark; write ``OUT/router-throughput.md`` and ``OUT/router-throughput.json``.
 
@@ -270,13 +265,13 @@ def main(
         n=records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, only=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, report=out / "router-throughput.md",
         hotpath=hotpath, mode=mode, brokers=brokers, formats=formats, baseline=baseline,
-        in_flight=in_flight,
+        in_flight=in_flight, slide=slide,
     )  # fmt: skip
     from router.partitioners import available
 
     names = args.only.split(",") if args.only else ["passthrough", *available()]
     if args.hotpath:
-        hotpath_table(args.n, names, args.batch, args.combiners)
+        hotpath_table(args.n, names, args.batch, args.combiners, args.slide)
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below: stop our broker
     kinds = ["given"] if args.bootstrap is not None else args.brokers.split(",")
@@ -337,7 +332,7 @@ def main(
         "window metrics), produce (encode + `produce()` into librdkafka's queue). The end-to-end figures above add "
         "librdkafka's own threads (fetch, batching, sending), flush/commit, and the broker.",
         "",
-        *hotpath_table(hot_n, names, args.batch, args.combiners),
+        *hotpath_table(hot_n, names, args.batch, args.combiners, args.slide),
         "",
     ]
     header = [
@@ -345,7 +340,8 @@ def main(
         "",
         f"Generated by `skewroute router-bench` on {started}: {args.n:,} records per workload "
         f'({RAW_PARTITIONS} raw partitions, values like `{{"key":"k42","v":7}}`, {KEYS:,} keys), '
-        f"{args.combiners} combiners, batches of {args.batch:,}, count window 60000/1000, at-least-once delivery, "
+        f"{args.combiners} combiners, batches of {args.batch:,}, count window "
+        f"{window(args.slide)['size']}/{args.slide}, at-least-once delivery, "
         f"{args.rounds} rounds per section (configuration order rotated each round). Machine: {os.cpu_count()} "
         f"CPUs, {platform.python_implementation()} {platform.python_version()}, broker = {', '.join(kinds)} on the "
         "same machine (tansu = embedded Tansu, kafka = Apache Kafka, one KRaft node); "

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from benchmarks.planes import PASSTHROUGH, OfflinePlane, PassThrough
+from benchmarks.router_bench_pair import SLIDE, window
 from benchmarks.router_bench_workloads import WORKLOADS, in_memory_messages
 
 __all__ = ["hotpath_table"]
@@ -21,7 +22,7 @@ __all__ = ["hotpath_table"]
 FORMATS = (1, 2)
 
 
-def _once(msgs: list[Any], name: str, batch: int, combiners: int, fmt: int) -> list[float]:
+def _once(msgs: list[Any], name: str, batch: int, combiners: int, fmt: int, slide: int) -> list[float]:
     """Thread CPU seconds of extract, assign, produce over ``msgs`` for one configuration."""
     from confluent_kafka import Producer
 
@@ -32,7 +33,7 @@ def _once(msgs: list[Any], name: str, batch: int, combiners: int, fmt: int) -> l
     route = RouteSettings(
         raw_topic="raw",
         combiners=combiners,
-        window={"kind": "count", "size": 60_000, "slide": 1_000},
+        window=window(slide),
         partitioner={"name": "hash" if name == PASSTHROUGH else name},
     )
     part = PassThrough(combiners) if name == PASSTHROUGH else make_partitioner(route, name)
@@ -56,7 +57,9 @@ def _once(msgs: list[Any], name: str, batch: int, combiners: int, fmt: int) -> l
     return [t_ex, t_as, t_pr]
 
 
-def hotpath_table(n: int, names: list[str], batch: int, combiners: int, repeats: int = 3) -> list[str]:
+def hotpath_table(
+    n: int, names: list[str], batch: int, combiners: int, slide: int = SLIDE, repeats: int = 3
+) -> list[str]:
     """The profile's Markdown table: µs per tuple per phase, best of ``repeats``, per workload/configuration/format."""
     out = [
         "| workload | configuration | format | extract | assign | produce | total µs/tuple | tuples per CPU-second |",
@@ -68,7 +71,7 @@ def hotpath_table(n: int, names: list[str], batch: int, combiners: int, repeats:
             for fmt in FORMATS:
                 best: list[float] | None = None
                 for _ in range(repeats):  # fresh partitioner each time; the fastest repetition is the least disturbed
-                    times = _once(msgs, name, batch, combiners, fmt)
+                    times = _once(msgs, name, batch, combiners, fmt, slide)
                     best = times if best is None or sum(times) < sum(best) else best
                 assert best is not None
                 t_ex, t_as, t_pr = best

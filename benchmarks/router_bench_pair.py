@@ -22,7 +22,16 @@ from benchmarks.planes import PASSTHROUGH, BoundedDataPlane, PassThrough
 from router.dataplane import RouteDataPlane
 from router.plane_parts import tune_gc
 
-__all__ = ["drop_combiner_topic", "make_plane", "pair_table", "run_pair"]
+__all__ = ["SLIDE", "drop_combiner_topic", "make_plane", "pair_table", "run_pair", "topic_bytes", "window"]
+
+#: The routes' default window slide (tuples): a partitioner's scope, e.g. Dalton's plan (a stress setting: a
+#: route's slide is the Spark trigger, whose micro-batches hold many more tuples)
+SLIDE = 1_000
+
+
+def window(slide: int) -> dict[str, Any]:
+    """The routes' count window: ``slide`` tuples, over at least 60,000 (and 12 slides)."""
+    return {"kind": "count", "size": max(60_000, 12 * slide), "slide": slide}
 
 
 def make_plane(
@@ -36,6 +45,7 @@ def make_plane(
     producer_conf: str,
     routed_format: int = 2,
     key_source: str = "field",
+    slide: int = SLIDE,
 ) -> RouteDataPlane:
     """A data plane routing ``raw`` with ``name`` (a partitioner or :data:`PASSTHROUGH`) into a fresh combiner topic.
 
@@ -61,7 +71,7 @@ def make_plane(
                 "combiner_topic": f"{raw}.c.{tag}",
                 "dead_letter_topic": f"{raw}.dlq",
                 "combiners": combiners,
-                "window": {"kind": "count", "size": 60_000, "slide": 1_000},
+                "window": window(slide),
                 "partitioner": {"name": "hash" if name == PASSTHROUGH else name},
                 "key": {"source": key_source},
             }
@@ -73,6 +83,14 @@ def make_plane(
     return BoundedDataPlane(
         s.kafka, s.router, route, RouterMetrics(tag), instance_id=tag, partitioner=part, stop_after=n
     )
+
+
+def topic_bytes(kafka: Any, topic: str, expected: int) -> float:
+    """Mean Kafka key + value bytes per record of ``topic`` (read whole after the timed run)."""
+    from benchmarks.topic_reader import read_topic
+
+    recs = read_topic(kafka, topic, expected=expected, idle_s=2.0)
+    return sum(len(r.key or b"") + len(r.value or b"") for r in recs) / max(len(recs), 1)
 
 
 def drop_combiner_topic(plane: RouteDataPlane) -> None:
@@ -99,12 +117,21 @@ def run_pair(
     producer_conf: str = "{}",
     timeout: float = 300.0,
     key_source: str = "field",
+    slide: int = SLIDE,
 ) -> dict[str, dict[str, Any]]:
     """Route the first ``n`` records of ``raw`` with pass-through and with ``partitioner``, turn by turn."""
     names = [PASSTHROUGH, partitioner]
     planes = [
         make_plane(
-            bootstrap, raw, x, n=n, batch=batch, combiners=combiners, producer_conf=producer_conf, key_source=key_source
+            bootstrap,
+            raw,
+            x,
+            n=n,
+            batch=batch,
+            combiners=combiners,
+            producer_conf=producer_conf,
+            key_source=key_source,
+            slide=slide,
         )
         for x in names
     ]

@@ -54,6 +54,13 @@ def router_bench(
         help="without --bootstrap: brokers to start and measure side by side in this run: "
         "tansu and/or kafka (Apache Kafka, one KRaft node), comma-separated",
     ),  # fmt: skip
+    slide: int = typer.Option(
+        1_000,
+        "--slide",
+        min=1,
+        help="the routes' count-window slide in tuples (a partitioner's scope; the "
+        "window holds 12 slides, at least 60,000 tuples); a --baseline tree must know the option when it is not 1000",
+    ),  # fmt: skip
 ) -> None:
     """Router throughput per partitioner next to a pass-through route (tuples/s, µs per tuple per phase)."""
     from benchmarks.router_bench import main
@@ -72,7 +79,7 @@ def router_bench(
     main(
         records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, partitioners=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, out=out, hotpath=hotpath, mode=mode,
-        brokers=brokers, formats=formats, baseline=baseline, in_flight=in_flight,
+        brokers=brokers, formats=formats, baseline=baseline, in_flight=in_flight, slide=slide,
     )  # fmt: skip
 
 

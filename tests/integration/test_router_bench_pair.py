@@ -33,6 +33,6 @@ def test_keyed_pair_routes_on_the_kafka_key(kafka: KafkaSettings, topic: str) ->
     """The keyed workloads' routes take the key from the Kafka key: values that are not JSON are routed too."""
     produce(kafka, topic, [(b"k%d" % (i % 50), b"opaque %d" % i) for i in range(N)])
     pair = run_pair(kafka.bootstrap_servers, topic, "hash", n=N, batch=700, combiners=4, timeout=120,
-                    key_source="kafka_key")  # fmt: skip
+                    key_source="kafka_key", slide=5_000)  # fmt: skip
     assert all(r["ok"] and r["consumed"] == N and r["routed"] == N for r in pair.values())
     assert routed(kafka, f"{topic}.dlq") == []
