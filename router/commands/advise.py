@@ -125,7 +125,7 @@ def _live(
     except SkewrouteError as exc:
         err.print(f"error: {exc}", soft_wrap=True, markup=False, style="red")
         raise typer.Exit(exit_code(exc)) from None  # 3: Kafka unreachable, 4: no such topic (README)
-    sample = route_sample(route, messages)
+    sample = route_sample(route, messages, routed_format=settings.router.routed_format)
     err.print(f"read {sample.records:,} records; {sample.bad:,} would be dead-lettered", markup=False)
     if sample.first_error:
         err.print(f"  first bad record: {sample.first_error}", markup=False)

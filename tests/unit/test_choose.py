@@ -128,3 +128,14 @@ def test_advise_offline_sample_with_a_routes_settings(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "no route named 'nope'" in res.output
     res = cli.invoke(app, ["advise", "--route", "r1"])
     assert res.exit_code == 2 and "--route needs --config" in res.output
+
+
+def test_route_sample_of_a_kafka_keyed_topic_follows_the_routed_format() -> None:
+    """Values that are not JSON, keyed by Kafka: format 2 routes them (so the sample has them), format 1 does not."""
+    msgs = [Msg(b"\x00avro %d" % i, key=b"k%d" % (i % 7), offset=i) for i in range(50)]
+    d = detect_fields(msgs)
+    kk = next(c for c in d.keys if c.source == "kafka_key")
+    route = proposed_route("t", kk, d.times[-1], None, 4)
+    assert route.key.source == "kafka_key" and route.time.source == "kafka_timestamp"
+    assert (route_sample(route, msgs).workload.tuples, route_sample(route, msgs).bad) == (50, 0)
+    assert route_sample(route, msgs, routed_format=1).bad == 50
