@@ -122,19 +122,10 @@ def run_pair(
     """Route the first ``n`` records of ``raw`` with pass-through and with ``partitioner``, turn by turn."""
     names = [PASSTHROUGH, partitioner]
     planes = [
-        make_plane(
-            bootstrap,
-            raw,
-            x,
-            n=n,
-            batch=batch,
-            combiners=combiners,
-            producer_conf=producer_conf,
-            key_source=key_source,
-            slide=slide,
-        )
+        make_plane(bootstrap, raw, x, n=n, batch=batch, combiners=combiners, producer_conf=producer_conf,
+                   key_source=key_source, slide=slide)
         for x in names
-    ]
+    ]  # fmt: skip
     tune_gc()  # as the worker does once its data planes are built (router.app)
     spent = [0.0, 0.0]
     cpu = [0.0, 0.0]
