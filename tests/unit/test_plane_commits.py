@@ -4,6 +4,7 @@ errors in place, and the delivery wait has a deadline."""
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,8 +12,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from router.dataplane import RouteDataPlane
+from router.extract import SourceRecord
 from router.observability import RouterMetrics
-from router.plane_parts import DeliveryError, PendingBatch
+from router.plane_parts import DeliveryError, PendingBatch, offset_ranges
 from schemas.records import DeadLetter
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
@@ -216,3 +218,16 @@ def test_produce_writes_the_chosen_format_and_returns_refused_records(fmt: int) 
     got = [decode_routed_record(v, b"k", "raw.combiners", 0) for _, v in plane.producer.produced]  # type: ignore[attr-defined]
     assert [routed_version(v) for _, v in plane.producer.produced] == [fmt, fmt]  # type: ignore[attr-defined]
     assert [(d["p"], d["o"], d["t"], d["d"]) for d in got if d] == [(0, 10, 5, {}), (2, 12, 7, [1])]
+
+
+def test_debug_logs_name_each_batchs_offsets_and_each_committed_transaction(caplog: Any) -> None:
+    """``router.log_level: DEBUG``: the offset ranges of every batch, and the offsets a transaction committed
+    (what a lost batch is traced with)."""
+    msgs = [SourceRecord("raw", p, o, b"k", b"{}") for p, o in [(1, 5), (0, 7), (1, 6), (0, 8), (0, 9)]]
+    assert offset_ranges(msgs) == "0: 7..9, 1: 5..6"
+    plane = _plane("exactly_once")
+    plane.consumer, plane.producer = FakeConsumer(), FakeProducer()  # type: ignore[assignment]
+    ext = plane.extractor.extract([])
+    with caplog.at_level(logging.DEBUG, logger="router.dataplane"):
+        plane.output.transact(ext, plane._assign(ext, 0), _batch([0, 2]))
+    assert "transaction committed, next offsets [(0, 10), (2, 12)]" in caplog.text
