@@ -54,9 +54,6 @@ from benchmarks.router_bench_workloads import ALL_WORKLOADS, KEYED_WORKLOADS, KE
 
 __all__ = ["main"]
 
-#: raw topics of the keyed workloads start with this (their routes take the key from the Kafka key)
-_KEYED = "bench-keyed-"
-
 
 def _child(args: argparse.Namespace) -> None:
     """One worker process: route the whole raw topic once (or a pair, turn by turn), print the stats as JSON."""
@@ -115,7 +112,7 @@ def _run_child(
         sys.executable, "-m", "benchmarks.router_bench", "--child", "--bootstrap", args.bootstrap, "--raw", raw,
         "--partitioner", name, "-n", str(args.n), "--batch", str(args.batch), "--combiners", str(args.combiners),
         "--timeout", str(args.timeout), "--producer-conf", args.producer_conf, *(["--pair"] if pair else []),
-        *(["--key-source", "kafka_key"] if raw.startswith(_KEYED) else []),  # a baseline's child must know it
+        *(["--key-source", args.key_source] if args.key_source != "field" else []),  # a baseline's child must know it
         *(["--slide", str(args.slide)] if args.slide != SLIDE else []),  # as must this
     ]  # fmt: skip
     env: dict[str, str] | None = None
@@ -265,7 +262,7 @@ def main(
         n=records, rounds=rounds, batch=batch, combiners=combiners, bootstrap=bootstrap, only=partitioners,
         workloads=workloads, timeout=timeout, producer_conf=producer_conf, report=out / "router-throughput.md",
         hotpath=hotpath, mode=mode, brokers=brokers, formats=formats, baseline=baseline,
-        in_flight=in_flight, slide=slide,
+        in_flight=in_flight, slide=slide, key_source="field",
     )  # fmt: skip
     from router.partitioners import available
 
@@ -289,7 +286,8 @@ def main(
         try:
             for wl in args.workloads.split(","):
                 keyed = wl in KEYED_WORKLOADS
-                raw = f"{_KEYED if keyed else 'bench-'}{wl}-{time.time_ns()}"
+                args.key_source = "kafka_key" if keyed else "field"  # the workload's routes (children follow args)
+                raw = f"bench-{wl}-{time.time_ns()}"
                 label = wl if len(kinds) == 1 else f"{wl} on {kind}"
                 t0 = time.monotonic()
                 preload(args.bootstrap, raw, args.n, ALL_WORKLOADS[wl], seed=1, keyed=keyed)

@@ -4,9 +4,8 @@ A workload draws ``n`` keys over :data:`KEYS` distinct keys (Zipf with the workl
 and turns record ``i`` with key ``k`` into the small JSON value ``{"key":"k<k>","v":<i>}``, spread round-robin
 over :data:`RAW_PARTITIONS` raw partitions. The keyed workloads (:data:`KEYED_WORKLOADS`) also write ``k<k>`` as
 each record's Kafka key, and their routes take the key from there (``key.source: kafka_key``). The end-to-end
-sections route a topic preloaded with it
-(:func:`preload`); the hot-path profile routes the same records as in-memory Kafka messages
-(:func:`in_memory_messages`).
+sections route a topic preloaded with it (:func:`preload`); the hot-path profile routes the same records as
+in-memory Kafka messages (:func:`in_memory_messages`).
 """
 
 from __future__ import annotations

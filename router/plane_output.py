@@ -323,8 +323,9 @@ class PlaneOutput:
                 self._retrying(lambda: self.producer.send_offsets_to_transaction(
                     batch.offsets, self.consumer.consumer_group_metadata(), 30))  # fmt: skip
                 self._retrying(lambda: self.producer.commit_transaction(self.router.shutdown_timeout_s))
-                log.debug("route %s: transaction committed, next offsets %s", self.route.route_name,
-                          [(tp.partition, tp.offset) for tp in batch.offsets])  # fmt: skip
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("route %s: transaction committed, next offsets %s", self.route.route_name,
+                              [(tp.partition, tp.offset) for tp in batch.offsets])  # fmt: skip
                 self.committed.update((tp.partition, tp.offset) for tp in batch.offsets)
                 self.health.committed()
             except KafkaException as exc:
