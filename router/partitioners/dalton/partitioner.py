@@ -45,6 +45,7 @@ The sliding window's fragmentation (with correct expiry) is kept in both placeme
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -57,9 +58,10 @@ from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward
 from router.partitioners.dalton.placement_bandit import place_segment
 from router.partitioners.dalton.placement_sticky import place_sticky, plan_next_scope
+from router.partitioners.dalton.segments import segment_bounds, segment_keys, warm
 from router.partitioners.dalton.slots import KeySlots, SlotTable
 from router.partitioners.dalton.stats import FrequencyStats
-from router.partitioners.dalton.sticky import fit_shares, warm
+from router.partitioners.dalton.sticky import fit_shares
 from router.partitioners.dalton.window import SlidingState
 from router.partitioners.keys import KeyBatch
 from schemas.partitioner_settings import DaltonSettings
@@ -211,11 +213,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         first, last = float(times[0]), float(times[-1])
         if first // self.slide == last // self.slide and first // self.stats_window == last // self.stats_window:
             return [(0, size)]
-        b = np.floor_divide(times, self.slide)
-        w = np.floor_divide(times, self.stats_window)
-        cuts = (np.flatnonzero((np.diff(b) != 0) | (np.diff(w) != 0)) + 1).tolist()
-        bounds = [0, *cuts, size]
-        return list(zip(bounds[:-1], bounds[1:], strict=True))
+        bounds = segment_bounds(np.asarray(times, dtype=np.float64), float(self.slide), float(self.stats_window))
+        return list(itertools.pairwise(bounds.tolist()))
 
     # -- the data path -------------------------------------------------------------------------
     def _assign(self, batch: KeyBatch, times: np.ndarray) -> npt.ArrayLike:
@@ -229,11 +228,10 @@ class DaltonPartitioner(KeySlots, Partitioner):
             return out
         out = np.empty(batch.size, dtype=np.intp)
         forward = np.zeros(batch.size, dtype=bool)
+        seen = np.full(slots.shape[0], -1, dtype=np.intp)  # segment_keys' scratch
         for a, b in segments:
             self._advance(float(times[a]))
-            u, inv = np.unique(batch.inverse[a:b], return_inverse=True)
-            inv = inv.reshape(-1)
-            counts = np.bincount(inv, minlength=u.shape[0])
+            u, inv, counts = segment_keys(batch.inverse[a:b], seen)
             seg_out, hot = self._segment(slots[u], batch.ids[u], counts, inv)
             out[a:b] = seg_out
             if self.key_forwarding:

@@ -41,7 +41,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["fit_shares", "fit_shares_py", "place_keys", "place_keys_py", "plan_homes", "plan_homes_py", "warm"]
+__all__ = [
+    "compile_loop",
+    "fit_shares",
+    "fit_shares_py",
+    "place_keys",
+    "place_keys_py",
+    "plan_homes",
+    "plan_homes_py",
+    "warm",
+]
 
 IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
@@ -252,7 +261,8 @@ def fit_shares_py(pairs: F64, own: F64, mean: float, accept: F64, rounds: int) -
             accept[b] = min(max(x, 0.0), 1.0)
 
 
-def _compile(fn: Any) -> Any:
+def compile_loop(fn: Any) -> Any:
+    """``fn`` compiled by numba (cached on disk), or ``fn`` itself where numba is missing."""
     try:
         from numba import njit
     except ImportError:  # pragma: no cover - numba is a dependency; the Python loop still works
@@ -260,10 +270,10 @@ def _compile(fn: Any) -> Any:
     return njit(cache=True)(fn)
 
 
-_piece = _compile(_piece_py)
-place_keys = _compile(place_keys_py)
-plan_homes = _compile(plan_homes_py)
-fit_shares = _compile(fit_shares_py)
+_piece = compile_loop(_piece_py)
+place_keys = compile_loop(place_keys_py)
+plan_homes = compile_loop(plan_homes_py)
+fit_shares = compile_loop(fit_shares_py)
 
 
 @functools.cache
