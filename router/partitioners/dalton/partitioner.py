@@ -6,7 +6,8 @@ shuffled partial per combiner it reaches in the micro-batch). A batch that cross
 there and each part is routed in its own scope. Everything below is deterministic given the seed and the
 sequence of ``assign``/``merge``/``apply_global`` calls; :meth:`snapshot` and :meth:`restore` continue exactly.
 
-``placement="sticky"`` (the default; :mod:`.placement_sticky`, its compiled loops in :mod:`.sticky`), per
+``placement="sticky"`` (the default; :mod:`.placement_sticky`, compiled in :mod:`.sticky_segment`, :mod:`.sticky_plan`
+and :mod:`.sticky`; a batch's segments are cut in :mod:`.segments`), per
 segment of a batch, against the scope-to-date mean ``level`` (the scope's load once the segment is routed,
 divided by ``n``):
 

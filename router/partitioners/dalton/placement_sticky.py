@@ -1,8 +1,9 @@
 """The sticky placement of one segment (``placement="sticky"``, the default) and one router's plan of a scope.
 
 Functions on a :class:`~router.partitioners.dalton.partitioner.DaltonPartitioner` (its state, read and updated
-here), called from its segment loop; the rule is described in that module's docstring, the compiled loops are in
-:mod:`.sticky`. :func:`place_sticky` places a segment's keys against the scope-to-date mean;
+here), called from its segment loop; the rule is described in that module's docstring. Each is one compiled
+loop (:mod:`.sticky_segment`, :mod:`.sticky_plan`, with :mod:`.sticky`'s key placement); these functions hand
+them the partitioner's state. :func:`place_sticky` places a segment's keys against the scope-to-date mean;
 :func:`plan_next_scope` is one router's plan of the next scope, made when a scope closes.
 """
 
