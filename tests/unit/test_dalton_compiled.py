@@ -133,3 +133,24 @@ def test_the_compiled_scope_plan_is_its_python_twin() -> None:
             small = np.setdiff1d(np.arange(600), large)
             assert ((mine[slots[small]] >= 0) & (mine[slots[small]] < n)).all()
         assert outs[0] == outs[1]
+
+
+def test_window_add_raises_loads_and_marks_each_pair_once_per_slide() -> None:
+    from router.partitioners.dalton.window import SlidingState
+
+    rng = np.random.default_rng(10)
+    n, capacity = 4, 50
+    win = SlidingState(n, blocks=3, capacity=capacity)
+    win.advance(0)
+    loads, refs, head = np.zeros(n, np.int64), np.zeros((capacity, n), np.int64), np.zeros((capacity, n), bool)
+    for _ in range(6):  # one slide: pairs repeat across calls, never within one
+        pairs = rng.permutation(capacity * n)[:30]
+        slots, combs, weights = pairs // n, pairs % n, rng.integers(1, 9, 30)
+        win.add(slots.astype(np.intp), combs.astype(np.intp), weights.astype(np.int64))
+        np.add.at(loads, combs, weights)
+        refs[slots[~head[slots, combs]], combs[~head[slots, combs]]] += 1
+        head[slots, combs] = True
+    assert win.head_load.tolist() == loads.tolist() and win.window_load.tolist() == loads.tolist()
+    assert win.head.tolist() == head.tolist() and win.refcount.astype(np.int64).tolist() == refs.tolist()
+    win.advance(1)  # the slide closes: its pairs leave the head, stay referenced by the window
+    assert not win.head.any() and win.refcount.astype(np.int64).tolist() == refs.tolist()

@@ -17,6 +17,7 @@ from router.partitioners.dalton import sticky
 from router.partitioners.dalton.sticky import compile_loop
 from router.partitioners.dalton.sticky_plan import plan_scope, sum_by_slot
 from router.partitioners.dalton.sticky_segment import place_sticky_segment, stable_order
+from router.partitioners.dalton.window import add_pieces
 
 __all__ = ["segment_bounds", "segment_bounds_py", "segment_keys", "segment_keys_py", "warm"]
 
@@ -125,3 +126,6 @@ def warm() -> None:
                          False, False)  # fmt: skip
     slots, counts = sum_by_slot(one, ones)
     plan_scope(slots, counts, last, n, 1.0, 64.0)
+    for rtype in (np.uint8, np.uint16):  # the window's reference counts (blocks < 255, < 65535)
+        add_pieces(np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.bool_), np.zeros(n, rtype), one, one,
+                   ones, True)  # fmt: skip

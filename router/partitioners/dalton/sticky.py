@@ -99,7 +99,7 @@ def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the c
             probe[1] = b
             m = 2
         for j in range(1, n):
-            c = (a + j) % n
+            c = a + j if a + j < n else a + j - n  # (a + j) % n, without a division per combiner
             if c != b:
                 probe[m] = c
                 m += 1

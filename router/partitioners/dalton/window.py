@@ -16,11 +16,41 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["SlidingState"]
+from router.partitioners.dalton.sticky import compile_loop
+
+__all__ = ["SlidingState", "add_pieces", "add_pieces_py"]
 
 IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
+
+
+def add_pieces_py(
+    load: I64, window_load: I64, head: Bools, refcount: npt.NDArray[np.unsignedinteger], slots: IntP,
+    combs: IntP, weights: I64, fresh: bool,
+) -> IntP:  # fmt: skip
+    """:meth:`SlidingState.add` in one loop: raise the head block's and the window's loads, mark the pairs.
+
+    ``head`` and ``refcount`` are the flat views. Returns the pairs new to the slide (flat indices); with
+    ``fresh`` (nothing routed in the slide yet) every pair is.
+    """
+    n = load.shape[0]
+    flat = np.empty(slots.shape[0], np.intp)
+    m = 0
+    for i in range(slots.shape[0]):
+        c = combs[i]
+        load[c] += weights[i]
+        window_load[c] += weights[i]
+        f = slots[i] * n + c
+        if fresh or not head[f]:  # pairs already in this slide are not new
+            head[f] = True
+            refcount[f] += 1
+            flat[m] = f
+            m += 1
+    return flat[:m]
+
+
+add_pieces = compile_loop(add_pieces_py)
 
 
 class SlidingState:
@@ -87,18 +117,19 @@ class SlidingState:
 
         The ``(slot, combiner)`` pairs must be distinct.
         """
-        load = np.bincount(combs, weights=weights, minlength=self.n).astype(np.int64)
-        self.loads[self.pos] += load
-        self.window_load += load
-        flat = slots * self.n + combs
-        head = self.head.reshape(-1)
-        if self._head_pairs:  # pairs already in this slide are not new (a fresh slide skips the test)
-            flat = flat[~head[flat]]
-            if flat.size == 0:
-                return
-        head[flat] = True
-        self.refcount.reshape(-1)[flat] += 1
-        self._head_pairs.append(flat)
+        fresh = not self._head_pairs
+        flat = add_pieces(
+            self.loads[self.pos],
+            self.window_load,
+            self.head.reshape(-1),
+            self.refcount.reshape(-1),
+            slots.astype(np.intp, copy=False),
+            combs.astype(np.intp, copy=False),
+            weights.astype(np.int64, copy=False),
+            fresh,
+        )
+        if flat.size or fresh:
+            self._head_pairs.append(flat)
 
     @property
     def head_empty(self) -> bool:
