@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from router.partitioners.dalton import sticky
+from router.partitioners.dalton.slots import SlotTable
 from router.partitioners.dalton.sticky import compile_loop
 from router.partitioners.dalton.sticky_plan import plan_scope, sum_by_slot
 from router.partitioners.dalton.sticky_segment import place_sticky_segment, stable_order
@@ -126,6 +127,8 @@ def warm() -> None:
                          False, False)  # fmt: skip
     slots, counts = sum_by_slot(one, ones)
     plan_scope(slots, counts, last, n, 1.0, 64.0)
+    table = SlotTable(4)
+    table.find(table.ids[table.insert(np.ones(1, np.uint64))])
     for rtype in (np.uint8, np.uint16):  # the window's reference counts (blocks < 255, < 65535)
         add_pieces(np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.bool_), np.zeros(n, rtype), one, one,
                    ones, True)  # fmt: skip

@@ -15,9 +15,10 @@ import numpy.typing as npt
 
 from router.partitioners.dalton.bandit import QTable
 from router.partitioners.dalton.stats import FrequencyStats
+from router.partitioners.dalton.sticky import compile_loop
 from router.partitioners.dalton.window import SlidingState
 
-__all__ = ["KeySlots", "SlotTable"]
+__all__ = ["KeySlots", "SlotTable", "find_slots", "find_slots_py"]
 
 IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
@@ -26,8 +27,28 @@ Bools = npt.NDArray[np.bool_]
 
 _SHIFT = np.uint64(32)
 _LOW = np.uint64(0xFFFFFFFF)
-_PROBE = 8
-_OFFSETS = np.arange(1, _PROBE + 1, dtype=np.intp)
+
+
+def find_slots_py(cells: U64, mask: np.uint64, table_ids: U64, ids: U64) -> IntP:
+    """:meth:`SlotTable.find` in one loop: linear probing from each id's home cell to its cell or an empty one."""
+    out = np.empty(ids.shape[0], np.intp)
+    for j in range(ids.shape[0]):
+        x = ids[j]
+        pos = x & mask
+        while True:
+            cell = cells[pos]
+            if cell == 0:
+                out[j] = -1
+                break
+            v = np.intp(cell & _LOW) - 1
+            if table_ids[v] == x:
+                out[j] = v
+                break
+            pos = (pos + np.uint64(1)) & mask
+    return out
+
+
+find_slots = compile_loop(find_slots_py)
 
 
 class SlotTable:
@@ -35,7 +56,8 @@ class SlotTable:
 
     The map is a numpy open-addressing hash table (linear probing, at most 1/4 full; key ids are already
     murmur3 hashes, so their low bits are the home position): a batch's ids are looked up and inserted
-    with a few vectorised probe rounds, no Python loop per key. Releasing slots rebuilds the table.
+    with a few vectorised probe rounds (insertion) or one compiled loop (lookup). Releasing slots rebuilds the
+    table.
     """
 
     def __init__(self, capacity: int = 1024) -> None:
@@ -61,24 +83,7 @@ class SlotTable:
 
     def find(self, ids: U64) -> IntP:
         """Slot of each id, ``-1`` for ids without one."""
-        mask = int(self._mask)
-        pos = (ids & self._mask).astype(np.intp)
-        cell = self._cells[pos]
-        v = (cell & _LOW).astype(np.intp) - 1
-        hit = (cell >> _SHIFT) == (ids >> _SHIFT)
-        hit[hit] = self.ids[v[hit]] == ids[hit]  # confirm the fingerprint
-        out = np.where(hit, v, -1)
-        more = np.flatnonzero(~hit & (v >= 0))  # home cell taken by another key: probe on (few keys)
-        while more.size:  # the next _PROBE cells at once
-            cells = self._cells[(pos[more, None] + _OFFSETS) & mask]
-            tv = (cells & _LOW).astype(np.intp) - 1
-            match = (tv >= 0) & (self.ids[tv] == ids[more, None])
-            found = match.any(axis=1)
-            out[more[found]] = tv[found, match[found].argmax(axis=1)]
-            go_on = ~found & (tv >= 0).all(axis=1)  # no match and no empty cell yet
-            more = more[go_on]
-            pos[more] += _PROBE
-        return out
+        return find_slots(self._cells, self._mask, self.ids, ids)
 
     def slot(self, key: int) -> int:
         """Slot of one key id, ``-1`` if it has none."""
