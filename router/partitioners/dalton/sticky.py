@@ -262,7 +262,13 @@ def fit_shares_py(pairs: F64, own: F64, mean: float, accept: F64, rounds: int) -
 
 
 def compile_loop(fn: Any) -> Any:
-    """``fn`` compiled by numba (cached on disk), or ``fn`` itself where numba is missing."""
+    """``fn`` compiled by numba (cached on disk), or ``fn`` itself where numba is missing.
+
+    numba checks a cached function against its own source file only. A loop that calls compiled loops of
+    other modules (``sticky_segment`` calls :func:`place_keys`) keeps their old code after only they are
+    edited: delete the ``__pycache__`` entries ending in ``.nbi``/``.nbc`` then. An installed release has fresh
+    files, so its caches are rebuilt.
+    """
     try:
         from numba import njit
     except ImportError:  # pragma: no cover - numba is a dependency; the Python loop still works
