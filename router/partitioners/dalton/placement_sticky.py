@@ -23,7 +23,6 @@ __all__ = [
     "PLAN_SPLIT",
     "SCOPE_SEGMENTS",
     "StickyPlacer",
-    "key_uniform",
     "place_sticky",
     "plan_next_scope",
     "scope_counts",
@@ -44,11 +43,6 @@ PLAN_SPLIT = 1.0
 #: One router's scope is added up into one entry per key every this many segments (bounded memory).
 SCOPE_SEGMENTS = 64
 _NO_IDS = np.zeros(0, dtype=np.uint64)
-
-
-def key_uniform(ids: npt.NDArray[np.uint64]) -> F64:
-    """A uniform number in [0, 1) per key id, the same on every router (bits the candidates do not use)."""
-    return ((ids >> np.uint64(40)) & np.uint64(0xFFFFFF)).astype(np.float64) / float(1 << 24)
 
 
 class StickyPlacer(Protocol):

@@ -149,7 +149,8 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     for i in range(k):
         a = np.intp(cand[slots[i], 1])
         b = np.intp(cand[slots[i], 2])
-        u = float((ids[i] >> np.uint64(40)) & np.uint64(0xFFFFFF)) / float(1 << 24)  # key_uniform
+        # a uniform number in [0, 1) per key id, the same on every router (bits the candidates do not use)
+        u = float((ids[i] >> np.uint64(40)) & np.uint64(0xFFFFFF)) / float(1 << 24)
         if u >= accept[a]:  # the tail's first choice, the same on every router
             a, b = b, a
         c1[i] = a
