@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from router.partitioners.dalton.segments import segment_bounds, segment_bounds_py, segment_keys
@@ -80,7 +82,7 @@ def test_sum_by_slot_adds_up_a_scopes_segments() -> None:
     assert got_counts.tolist() == np.bincount(inv.reshape(-1), weights=counts).tolist()
 
 
-def _segment_args(rng: np.random.Generator, n: int, cooperative: bool) -> list:  # type: ignore[type-arg]
+def _segment_args(rng: np.random.Generator, n: int, cooperative: bool) -> list[Any]:
     capacity, k, m = 4_000, 300, 1_500
     slots = rng.permutation(capacity)[:k].astype(np.intp)
     ids = rng.integers(0, 2**63, k, dtype=np.uint64) * np.uint64(2)

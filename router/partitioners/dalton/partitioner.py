@@ -58,8 +58,8 @@ from router.partitioners.base import Partitioner, PartitionerState
 from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward
 from router.partitioners.dalton.placement_bandit import place_segment
-from router.partitioners.dalton.placement_sticky import place_sticky, plan_next_scope
-from router.partitioners.dalton.segments import segment_bounds, segment_keys, warm
+from router.partitioners.dalton.placement_sticky import place_sticky, plan_next_scope, warm
+from router.partitioners.dalton.segments import segment_bounds, segment_keys
 from router.partitioners.dalton.slots import KeySlots, SlotTable
 from router.partitioners.dalton.stats import FrequencyStats
 from router.partitioners.dalton.sticky import fit_shares

@@ -9,13 +9,18 @@ them the partitioner's state. :func:`place_sticky` places a segment's keys again
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from router.partitioners.dalton import sticky
+from router.partitioners.dalton.segments import segment_bounds, segment_keys
+from router.partitioners.dalton.slots import SlotTable
 from router.partitioners.dalton.sticky_plan import plan_scope, sum_by_slot
 from router.partitioners.dalton.sticky_segment import place_sticky_segment
+from router.partitioners.dalton.window import add_pieces
 
 __all__ = [
     "HOLD_ONE",
@@ -26,6 +31,7 @@ __all__ = [
     "place_sticky",
     "plan_next_scope",
     "scope_counts",
+    "warm",
 ]
 
 IntP = npt.NDArray[np.intp]
@@ -138,6 +144,31 @@ def plan_next_scope(p: StickyPlacer, block: int) -> None:
 def scope_counts(p: StickyPlacer) -> tuple[IntP, F64]:
     """The current scope's distinct slots and their tuples (its segments added up)."""
     segments = p.scope_segments
-    if len(segments) == 1:
-        return sum_by_slot(*segments[0])
     return sum_by_slot(np.concatenate([s for s, _ in segments]), np.concatenate([c for _, c in segments]))
+
+
+@functools.cache
+def warm() -> None:
+    """Compile (or load from numba's cache) every compiled loop of the sticky placement, once per process.
+
+    Called when a Dalton partitioner is created, with the argument types it passes, so the first scopes of a
+    route do not pay it (~0.5 s from the cache, tens of seconds when compiling).
+    """
+    sticky.warm()
+    n = 2
+    one = np.zeros(1, np.intp)
+    ones = np.ones(1, np.int64)
+    segment_bounds(np.zeros(2), 1.0, 1.0)
+    segment_keys(one, np.full(1, -1, np.intp))
+    last = np.full(1, -1, np.int16)
+    place_sticky_segment(one, np.zeros(1, np.uint64), ones, one, np.zeros(1, np.bool_), np.zeros((1, n), np.bool_),
+                         True, np.zeros(0, np.uint64), np.zeros((0, n), np.bool_), np.zeros(n, np.int64),
+                         np.zeros((1, 3), np.int16), np.ones(n), last, np.zeros((n, n)), 0.05, 2.5, 0.0,
+                         False, False)  # fmt: skip
+    slots, counts = sum_by_slot(one, ones)
+    plan_scope(slots, counts, last, n, 1.0, 64.0)
+    table = SlotTable(4)
+    table.find(table.ids[table.insert(np.ones(1, np.uint64))])
+    for rtype in (np.uint8, np.uint16):  # the window's reference counts (blocks < 255, < 65535)
+        add_pieces(np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.bool_), np.zeros(n, rtype), one, one,
+                   ones, True)  # fmt: skip
