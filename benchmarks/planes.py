@@ -42,6 +42,12 @@ class PassThrough(Partitioner):
         self.tuples_seen += size
         return out
 
+    def assign_with_ids(
+        self, keys: Any, times: npt.ArrayLike | None = None
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint64]]:
+        """:meth:`assign`, and Python's hash of every key as its id (the window metrics need ids; no codec here)."""
+        return self.assign(keys, times), np.fromiter(map(hash, keys), np.int64, len(keys)).view(np.uint64)
+
     def _assign(self, batch: KeyBatch, times: np.ndarray) -> np.ndarray:  # pragma: no cover - assign overrides
         raise NotImplementedError
 

@@ -62,7 +62,7 @@ from confluent_kafka import KafkaException, Producer
 
 from connectors.kafka import make_consumer, make_producer
 from router.extract import BadRecord, Extracted, Extractor, RawMessage
-from router.observability import RouteMetrics, RouterMetrics, WindowTracker, key_hashes
+from router.observability import RouteMetrics, RouterMetrics, WindowTracker
 from router.partitioners import Partitioner
 from router.plane_align import EventTimeAlign
 from router.plane_health import PlaneHealth
@@ -364,13 +364,17 @@ class RouteDataPlane:
             clock = window_clock(times, self._clock)  # arrival order at the batch's event-time pace
             self._clock = int(clock[-1])
             self.metrics.event_clock.set(self._clock)
+        times_or_none = None if self._count_window else clock
         t0 = time.perf_counter()
-        combiners = self.partitioner.assign(ext.keys, None if self._count_window else clock)
+        if self.window is None:
+            combiners = self.partitioner.assign(ext.keys, times_or_none)
+        else:  # the key ids the partitioner computed anyway: the window metrics count distinct keys by them
+            combiners, key_ids = self.partitioner.assign_with_ids(ext.keys, times_or_none)
         dt = time.perf_counter() - t0
         self.stats.partitioner_s += dt
         self.metrics.partitioner_seconds.inc(dt)
         self.metrics.partitioner_per_tuple.set(dt / len(ext.keys))
         if self.window is not None:
-            for w in self.window.observe(key_hashes(ext.keys), combiners, clock):
+            for w in self.window.observe(key_ids, combiners, clock):
                 self.metrics.window_done(w)
         return combiners

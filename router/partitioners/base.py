@@ -107,6 +107,21 @@ class Partitioner(ABC):
         ``times`` (non-decreasing within and across batches) defaults to a tuple counter, which makes the
         windows count-based.
         """
+        return self._assign_keyed(keys, times)[0]
+
+    def assign_with_ids(
+        self, keys: Keys, times: npt.ArrayLike | None = None
+    ) -> tuple[Assignment, npt.NDArray[np.uint64]]:
+        """:meth:`assign`, and every tuple's 64-bit key id (the key codec's murmur3 hash of the key).
+
+        For a caller that counts distinct keys per window (the router's window metrics): the ids are already
+        computed for the assignment, so the keys are not hashed a second time.
+        """
+        out, batch = self._assign_keyed(keys, times)
+        return out, batch.ids[batch.inverse]
+
+    def _assign_keyed(self, keys: Keys, times: npt.ArrayLike | None) -> tuple[Assignment, KeyBatch]:
+        """The assignment, and the encoded batch it was decided on."""
         batch = self.codec.encode(keys)
         if times is None:
             t = np.arange(self.tuples_seen, self.tuples_seen + batch.size, dtype=np.int64)
@@ -116,8 +131,8 @@ class Partitioner(ABC):
                 raise ValueError(f"times has {t.shape[0]} entries for {batch.size} keys")
         self.tuples_seen += batch.size
         if batch.size == 0:
-            return np.zeros(0, dtype=np.int32)
-        return np.asarray(self._assign(batch, t), dtype=np.int32)
+            return np.zeros(0, dtype=np.int32), batch
+        return np.asarray(self._assign(batch, t), dtype=np.int32), batch
 
     @abstractmethod
     def _assign(self, batch: KeyBatch, times: np.ndarray) -> npt.ArrayLike:
