@@ -203,11 +203,12 @@ class WindowStats:
 class WindowTracker:
     """Per-combiner load and key replication over tumbling windows of ``slide`` (tuples or event-time ms).
 
-    ``observe`` takes a batch's key hashes, combiner ids and window clock (non-decreasing); it returns the
-    windows the batch completed. Distinct keys are tracked by hash (collisions are negligible for metrics).
-    The open window's per-batch hash arrays are merged into one distinct array whenever they hold twice as
-    many entries as after the last merge, so memory follows the distinct keys of the open window, not its
-    records (a window held open by a far-ahead clock cannot grow without bound).
+    ``observe`` takes a batch's 64-bit key ids (the partitioner's, ``Partitioner.assign_with_ids``), combiner
+    ids and window clock (non-decreasing); it returns the windows the batch completed. Distinct keys are tracked
+    by id (collisions are negligible for metrics). The open window's per-batch id arrays are merged into one
+    distinct array whenever they hold twice as many entries as after the last merge, so memory follows the
+    distinct keys of the open window, not its records (a window held open by a far-ahead clock cannot grow
+    without bound).
     """
 
     def __init__(self, n: int, slide: float) -> None:
@@ -219,14 +220,18 @@ class WindowTracker:
         self._pairs: list[npt.NDArray[np.uint64]] = []
         self._held = 0  # entries in _keys + _pairs
         self._compact_at = 1 << 20
+        from router.window_distinct import distinct_by_window  # numba: imported by the router only, not the CLI
+
+        self._distinct_by_window = distinct_by_window
+        distinct_by_window(np.zeros(1, np.int64), np.zeros(1, np.uint64))  # compiled (or loaded) now, not mid-batch
 
     def observe(
-        self, key_hashes: npt.NDArray[np.uint64], combiners: npt.NDArray[np.int32], clock: npt.NDArray[np.int64]
+        self, key_ids: npt.NDArray[np.uint64], combiners: npt.NDArray[np.int32], clock: npt.NDArray[np.int64]
     ) -> list[WindowStats]:
         """Add one batch; return the windows it completed (oldest first).
 
-        Vectorised over the batch: one sort each for the distinct (window, key) and (window, key, combiner)
-        pairs, then a short loop over the windows the batch touches.
+        One pass each for the distinct (window, key) and (window, key, combiner) pairs
+        (:mod:`router.window_distinct`), then a short loop over the windows the batch touches.
         """
         if clock.size == 0:
             return []
@@ -234,21 +239,24 @@ class WindowTracker:
         if self.current is None:
             self.current = int(win[0])
         # dense window index (event times may jump by many windows between records)
+        change = win[1:] != win[:-1]
         widx = np.zeros(win.size, dtype=np.int64)
-        np.cumsum(win[1:] != win[:-1], out=widx[1:])
-        wins = win[np.flatnonzero(np.r_[True, win[1:] != win[:-1]])].tolist()
-        kw, ku = _unique_by_window(widx, key_hashes)
-        pw, pu = _unique_by_window(widx, key_hashes ^ (combiners.astype(np.uint64) * _GOLDEN))
+        np.cumsum(change, out=widx[1:])
+        wins = [int(win[0]), *win[1:][change].tolist()]
+        kw, ku = self._distinct_by_window(widx, key_ids)
+        pw, pu = self._distinct_by_window(widx, key_ids ^ (combiners.astype(np.uint64) * _GOLDEN))
         loads = np.bincount(widx * self.n + combiners, minlength=len(wins) * self.n).reshape(len(wins), self.n)
+        bounds = np.arange(len(wins) + 1)
+        kb, pb = np.searchsorted(kw, bounds).tolist(), np.searchsorted(pw, bounds).tolist()  # each window's slice
         done: list[WindowStats] = []
         for i, w in enumerate(wins):
             if w != self.current:
                 done.append(self._close())
                 self.current = w
             self._loads += loads[i]
-            self._keys.append(ku[np.searchsorted(kw, i) : np.searchsorted(kw, i, side="right")])
-            self._pairs.append(pu[np.searchsorted(pw, i) : np.searchsorted(pw, i, side="right")])
-            self._held += self._keys[-1].size + self._pairs[-1].size
+            self._keys.append(ku[kb[i] : kb[i + 1]])
+            self._pairs.append(pu[pb[i] : pb[i + 1]])
+            self._held += kb[i + 1] - kb[i] + pb[i + 1] - pb[i]
         if self._held > self._compact_at:
             self._compact()
         return done
@@ -271,37 +279,13 @@ class WindowTracker:
         return stats
 
 
-def _unique_by_window(
-    widx: npt.NDArray[np.int64], values: npt.NDArray[np.uint64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
-    """The distinct (window index, value) pairs, sorted by window then value.
-
-    One sort of a composite key: the dense window index in the top 16 bits, the value's top 48 bits below
-    (48-bit hashes collide negligibly for metrics). Batches touching 2**16 windows or more use ``np.unique``.
-    """
-    if widx.size and widx[-1] >= 1 << 16:
-        pairs = np.unique(np.stack([widx.astype(np.uint64), values >> np.uint64(16)], axis=1), axis=0)
-        return pairs[:, 0].astype(np.int64), pairs[:, 1]
-    comp = (widx.astype(np.uint64) << np.uint64(48)) | (values >> np.uint64(16))
-    comp.sort()
-    keep = np.ones(comp.size, dtype=bool)
-    keep[1:] = comp[1:] != comp[:-1]
-    u = comp[keep]
-    return (u >> np.uint64(48)).astype(np.int64), u & np.uint64((1 << 48) - 1)
-
-
 def _distinct(parts: list[npt.NDArray[np.uint64]]) -> int:
-    """Distinct values over sorted, individually distinct arrays."""
+    """Distinct values over individually distinct arrays."""
     if not parts:
         return 0
     if len(parts) == 1:
         return int(parts[0].size)
     return int(np.unique(np.concatenate(parts)).size)
-
-
-def key_hashes(keys: list[str]) -> npt.NDArray[np.uint64]:
-    """Process-local 64-bit hashes of the keys (for distinct counting only)."""
-    return np.fromiter(map(hash, keys), dtype=np.int64, count=len(keys)).view(np.uint64)
 
 
 class JsonFormatter(logging.Formatter):

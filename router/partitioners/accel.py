@@ -11,8 +11,24 @@ from __future__ import annotations
 import functools
 import importlib
 from types import ModuleType
+from typing import Any
 
-__all__ = ["choice_kernels", "holistic_kernels"]
+__all__ = ["choice_kernels", "compile_loop", "holistic_kernels"]
+
+
+def compile_loop(fn: Any) -> Any:
+    """``fn`` compiled by numba (cached on disk), or ``fn`` itself where numba is missing.
+
+    numba checks a cached function against its own source file only. A loop that calls compiled loops of
+    other modules (Dalton's ``sticky_segment`` calls ``sticky.place_keys``) keeps their old code after only
+    they are edited: delete the ``__pycache__`` entries ending in ``.nbi``/``.nbc`` then. An installed release
+    has fresh files, so its caches are rebuilt.
+    """
+    try:
+        from numba import njit
+    except ImportError:  # pragma: no cover - numba is a dependency; the Python loop still works
+        return fn
+    return njit(cache=True)(fn)
 
 
 def _load(name: str) -> ModuleType | None:

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from router.dataplane import make_partitioner
-from router.observability import RouterMetrics, WindowTracker, key_hashes
-from router.partitioners import available
+from router.observability import RouterMetrics, WindowTracker
+from router.partitioners import available, create
+from router.partitioners.keys import KeyCodec
+from router.window_distinct import distinct_by_window, distinct_by_window_py
 from schemas.settings import RouteSettings
 
 
@@ -20,6 +22,7 @@ def test_window_tracker_matches_brute_force(jump: int) -> None:
     combs: list[int] = []
     clocks: list[int] = []
     done = []
+    codec = KeyCodec(0)
     c0 = 0
     for b in range(6):
         size = int(rng.integers(1, 3000))
@@ -32,7 +35,8 @@ def test_window_tracker_matches_brute_force(jump: int) -> None:
         keys += ks
         combs += cs.tolist()
         clocks += clock.tolist()
-        done += w.observe(key_hashes(ks), cs, clock)
+        enc = codec.encode(ks)
+        done += w.observe(enc.ids[enc.inverse], cs, clock)
     assert len(done) >= 5
     win = np.asarray(clocks) // slide
     for st in done:
@@ -42,6 +46,44 @@ def test_window_tracker_matches_brute_force(jump: int) -> None:
         assert st.keys == len(set(ks)) and st.pairs == len(pairs)
         assert st.loads.tolist() == np.bincount([combs[i] for i in idx], minlength=n).tolist()
         assert st.replication == pytest.approx(len(pairs) / len(set(ks)))
+
+
+@pytest.mark.parametrize("spread", ["murmur", "same home slot"])
+def test_distinct_by_window_matches_sets(spread: str) -> None:
+    """Distinct values per window, first appearances in order, compiled and uncompiled alike.
+
+    "same home slot" gives every value the same low bits: the probe chains run through the whole table and
+    wrap around its end, and slots written in earlier windows are reused.
+    """
+    rng = np.random.default_rng(7)
+    for size in (1, 17, 3000):
+        widx = np.sort(rng.integers(0, 9, size)).astype(np.int64)
+        raw = rng.integers(0, 40, size).astype(np.uint64)
+        values = raw * np.uint64(0x9E3779B97F4A7C15) if spread == "murmur" else raw << np.uint64(40)
+        want_w: list[int] = []
+        want_v: list[int] = []
+        for w in dict.fromkeys(widx.tolist()):
+            firsts = dict.fromkeys(values[widx == w].tolist())
+            want_w += [w] * len(firsts)
+            want_v += list(firsts)
+        for fn in (distinct_by_window, distinct_by_window_py):
+            got_w, got_v = fn(widx, values)
+            assert got_w.tolist() == want_w and got_v.tolist() == want_v
+
+
+@pytest.mark.parametrize("name", ["hash", "dalton", "pkg"])
+def test_assign_with_ids_is_assign_plus_the_key_ids(name: str) -> None:
+    """The window metrics' key ids come with the assignment, which is the one ``assign`` makes."""
+    rng = np.random.default_rng(3)
+    batches = [[f"k{i}" for i in rng.integers(0, 500, 4000)] for _ in range(3)]
+    plain, with_ids = create(name, 8, seed=1), create(name, 8, seed=1)
+    for b, keys in enumerate(batches):
+        times = np.arange(b * 4000, (b + 1) * 4000, dtype=np.int64)
+        out, ids = with_ids.assign_with_ids(keys, times)
+        assert out.tolist() == plain.assign(keys, times).tolist()
+        per_key = dict(zip(keys, ids.tolist(), strict=True))
+        assert len(set(per_key.values())) == len(per_key)  # one id per key, distinct keys distinct ids
+        assert all(per_key[k] == i for k, i in zip(keys, ids.tolist(), strict=True))
 
 
 def test_exposition_names_routes() -> None:

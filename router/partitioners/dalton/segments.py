@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from router.partitioners.dalton.sticky import compile_loop
+from router.partitioners.accel import compile_loop
 from router.partitioners.dalton.sticky_segment import stable_order
 
 __all__ = ["segment_bounds", "segment_bounds_py", "segment_keys", "segment_keys_py"]

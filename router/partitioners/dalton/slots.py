@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from router.partitioners.accel import compile_loop
 from router.partitioners.dalton.bandit import QTable
 from router.partitioners.dalton.stats import FrequencyStats
-from router.partitioners.dalton.sticky import compile_loop
 from router.partitioners.dalton.window import SlidingState
 
 __all__ = ["KeySlots", "SlotTable", "find_slots", "find_slots_py"]

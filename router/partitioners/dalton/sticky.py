@@ -36,13 +36,13 @@ each scope's start (numpy over an ``n x n`` matrix took ~0.25 ms per scope; comp
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from router.partitioners.accel import compile_loop
+
 __all__ = [
-    "compile_loop",
     "fit_shares",
     "fit_shares_py",
     "place_keys",
@@ -259,21 +259,6 @@ def fit_shares_py(pairs: F64, own: F64, mean: float, accept: F64, rounds: int) -
         for b in range(n):
             x = accept[b] - 0.5 * (load[b] - mean) / max(own[b], 1.0)
             accept[b] = min(max(x, 0.0), 1.0)
-
-
-def compile_loop(fn: Any) -> Any:
-    """``fn`` compiled by numba (cached on disk), or ``fn`` itself where numba is missing.
-
-    numba checks a cached function against its own source file only. A loop that calls compiled loops of
-    other modules (``sticky_segment`` calls :func:`place_keys`) keeps their old code after only they are
-    edited: delete the ``__pycache__`` entries ending in ``.nbi``/``.nbc`` then. An installed release has fresh
-    files, so its caches are rebuilt.
-    """
-    try:
-        from numba import njit
-    except ImportError:  # pragma: no cover - numba is a dependency; the Python loop still works
-        return fn
-    return njit(cache=True)(fn)
 
 
 _piece = compile_loop(_piece_py)

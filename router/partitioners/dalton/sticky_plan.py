@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from router.partitioners.dalton.sticky import compile_loop, plan_homes
+from router.partitioners.accel import compile_loop
+from router.partitioners.dalton.sticky import plan_homes
 from router.partitioners.dalton.sticky_segment import order_by, stable_order
 
 __all__ = ["plan_scope", "plan_scope_py", "sum_by_slot", "sum_by_slot_py"]

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from router.partitioners.dalton.sticky import compile_loop, place_keys
+from router.partitioners.accel import compile_loop
+from router.partitioners.dalton.sticky import place_keys
 
 __all__ = [
     "order_by",

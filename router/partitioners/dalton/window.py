@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from router.partitioners.dalton.sticky import compile_loop
+from router.partitioners.accel import compile_loop
 
 __all__ = ["SlidingState", "add_pieces", "add_pieces_py"]
 
