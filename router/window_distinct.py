@@ -3,7 +3,7 @@
 :class:`router.observability.WindowTracker` counts, per window, the distinct keys and the distinct
 (key, combiner) pairs a router routed. A batch of 20,000 records spans up to 20 windows of 1,000 tuples. Two
 sorts of the batch found them at about 0.06 µs per record, a quarter of what hash partitioning costs. Here
-one pass per batch does it with a hash table of the batch's values, in about 0.01 µs.
+one pass per batch does each, with a hash table of the batch's values: about 0.015 µs per record for both.
 
 Each table slot holds a value and the window index it was written in. A slot stamped with an earlier
 window counts as empty. The window indices of a batch never decrease, so the slots written during a window
