@@ -78,6 +78,7 @@ from router.plane_parts import (
     offset_ranges,
     window_clock,
 )
+from router.plane_peers import AlignChannel
 from router.plane_rebalance import PlaneMembership
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
@@ -126,6 +127,7 @@ class RouteDataPlane:
         self.align = EventTimeAlign(  # see plane_align
             route.raw_topic, router.align_ms, router.batch_max_records, idle_grace_s=router.align_ms / 1000
         )
+        self.peers: AlignChannel | None = None  # set by _setup under router.align_peers
         self._stop = threading.Event()
         self.output = PlaneOutput(kafka, router, route, self.metrics, self.stats, self.health, self._stop)
         self.membership = PlaneMembership(
@@ -219,6 +221,9 @@ class RouteDataPlane:
         if self.exactly_once:
             self.producer.init_transactions(30)
         self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf(self.kafka, self.router))
+        if self.align.enabled and self.router.align_peers:  # the other workers of the route: see plane_peers
+            self.peers = AlignChannel(self.kafka, self.router.align_topic, self.group_id, self.instance_id).open()
+            self.align.peers = self.peers
         self.consumer.subscribe(
             [self.route.raw_topic],
             on_assign=self.membership.on_assign,
@@ -237,6 +242,8 @@ class RouteDataPlane:
 
     def _close(self) -> None:
         self._run_calls()
+        if self.peers is not None:
+            self.peers.leave()
         try:
             self.producer.flush(self.router.shutdown_timeout_s)
         finally:
@@ -263,6 +270,7 @@ class RouteDataPlane:
         self.health.sample(self.consumer, self.assignment)
         if not msgs and not (self.align.holding or self.align.paused):
             self._complete()  # idle: finish the batches in flight now
+            self.align.idle(self.consumer, self.assignment)
             return
         t0 = time.perf_counter()
         if any(m.error() is not None for m in msgs):
@@ -336,6 +344,7 @@ class RouteDataPlane:
 
     def _done(self, batch: PendingBatch) -> None:
         """Account for a batch whose outputs are acknowledged and whose offsets are committed."""
+        self.align.delivered()
         st, rm = self.stats, self.metrics
         st.consumed += batch.consumed
         st.routed += batch.routed

@@ -33,6 +33,11 @@ commits: offsets are the ones after the records routed, so a crash, a rebalance 
 held records like any other uncommitted ones. A partition that delivers at or below an offset it holds was
 repositioned (a rebalance restarted it from its commit, which also clears the consumer's pause): the held records
 from there on are dropped, since they are read again.
+
+Across the workers of a route (``peers``, set under ``router.align_peers``; :mod:`router.plane_peers`): each turn
+the bound is also at most ``align_ms`` past the lowest event time any other worker may still route, and the worker
+publishes its own: its oldest record held or handed out and not yet acknowledged, or the front of a partition
+with records waiting. A partition resumed counts as just assigned until it delivers again.
 """
 
 from __future__ import annotations
@@ -41,21 +46,23 @@ import bisect
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from router.extract import BadRecord, Extracted, SourceRecord
 
-__all__ = ["STALE_S", "EventTimeAlign"]
+__all__ = ["STALE_S", "UNKNOWN", "EventTimeAlign", "Peers"]
 
 log = logging.getLogger("router.dataplane")
 
 #: A partition that delivered nothing for this long no longer holds the others back.
 STALE_S = 2.0
-_UNKNOWN = -(1 << 62)  # the event time of a partition that delivered nothing yet: below any other
+#: The event time of a partition that delivered nothing yet: below any other.
+UNKNOWN = -(1 << 62)
 #: At most this many slices (a tenth of ``align_ms`` each) in the merge of one turn (a wider span gets wider slices).
 _MAX_SLICES = 256
 
@@ -113,6 +120,25 @@ class _Held:
         return taken, cut
 
 
+class Peers(Protocol):
+    """The other workers of a route, as one worker's alignment sees them (:mod:`router.plane_peers`)."""
+
+    def lowest(self, own: set[int]) -> int | None:
+        """The lowest event time any of them may still route (``None``: none holds this worker back).
+
+        ``own``: the raw partitions this worker owns (partitions owned by no worker hold it back too).
+        """
+
+    def publish(self, low: int | None, owned: set[int]) -> None:
+        """Tell them this worker's lowest event time still to route, and the raw partitions it owns.
+
+        ``low`` ``None``: it holds nothing back.
+        """
+
+    def rewarm(self) -> None:
+        """The group rebalanced: hold everything until every peer has had time to publish its new low."""
+
+
 class EventTimeAlign:
     """The alignment rule of one data plane (see the module docstring); ``align_ms <= 0`` turns it off.
 
@@ -127,8 +153,14 @@ class EventTimeAlign:
         stale_s: float = STALE_S,
         clock: Callable[[], float] = time.monotonic,
         idle_grace_s: float = 0.0,
+        peers: Peers | None = None,
     ) -> None:
         self.raw_topic, self.align_ms, self.cap, self.stale_s, self._clock = raw_topic, align_ms, cap, stale_s, clock
+        #: The other workers of the route (``router.align_peers``, :mod:`router.plane_peers`), or ``None``.
+        self.peers = peers
+        #: With peers: per batch handed out and not yet acknowledged (oldest first), its lowest event time. Peers
+        #: go past it only once it is acknowledged, i.e. in the combiner partitions before what they route next.
+        self.inflight: deque[int | None] = deque()
         self.idle_grace_s = min(idle_grace_s, stale_s)
         self.held: dict[int, _Held] = {}  # raw partition -> its records consumed and not routed yet
         self.front: dict[int, int] = {}  # raw partition -> newest event time consumed from it
@@ -179,20 +211,39 @@ class EventTimeAlign:
         fresh = [p for p in sorted(assignment) if now - self.seen[p] <= self.stale_s]
         known = [self.front[p] for p in fresh if p in self.front]
         spread = max(known) - min(known) if known else 0
-        if not self.held and not self.paused and len(known) == len(fresh) and spread <= self.align_ms:
+        peer = self.peers.lowest(assignment) if self.peers is not None else None
+        behind = peer is not None and bool(known) and max(known) > peer + self.align_ms  # a peer is far behind
+        if not self.held and not self.paused and len(known) == len(fresh) and spread <= self.align_ms and not behind:
+            if self.peers is not None:  # all handed out now: what comes next starts at the fronts
+                self._handed_out(ext)
+                self.peers.publish(self._low(self._counting(consumer, fresh)), assignment)
             return ext  # nothing to hold, nothing to resume: the batch as consumed
         for a, b in runs:
             self.held.setdefault(ext.partitions[a], _Held()).add(ext, a, b, times[a:b])
         for bad in ext.bad:
             self.held.setdefault(bad.message.partition() or 0, _Held()).bad.append(bad)
         self.most = max(self.most, self.held_records)
-        out = self._release(self._bound(consumer, fresh))
+        counting = self._counting(consumer, fresh)
+        out = self._release(self._bound(self._floor(counting), peer))
         self.held = {p: h for p, h in self.held.items() if len(h)}
         full = {p: h.last() or 0 for p, h in self.held.items() if len(h) >= self.cap}
         # pause what holds a batch's worth (again if it delivered while paused: a rebalance cleared the pause)
         self._pause(consumer, {p: o for p, o in full.items() if p not in self.paused or p in delivered})
         self._resume(consumer, self.paused - set(full))
+        if self.peers is not None:
+            self._handed_out(out)
+            self.peers.publish(self._low(counting), assignment)
         return out
+
+    def delivered(self) -> None:
+        """The oldest batch handed out is acknowledged (its records are in the combiner partitions)."""
+        if self.inflight:
+            self.inflight.popleft()
+
+    def _handed_out(self, out: Extracted) -> None:
+        """``out`` goes to the data plane as one batch (when it has records): its lowest event time is in flight."""
+        if out.keys or out.bad:
+            self.inflight.append(min(out.times) if out.times else None)
 
     def forget(self, parts: list[int]) -> None:
         """Partitions were assigned, revoked or lost: drop what is held of them, and their pause and positions.
@@ -206,6 +257,9 @@ class EventTimeAlign:
             for d in (self.held, self.front, self.seen, self.start):
                 d.pop(p, None)
         self.paused -= set(parts)
+        self.inflight.clear()  # the batches in flight were completed, or are dropped: read again
+        if self.peers is not None:  # the peers' partitions restart from their commits too
+            self.peers.rewarm()
 
     def rewound(self, ext: Extracted, msgs: list[Any]) -> list[Any]:
         """A batch was not committed and is read again: where to seek each partition; held records are dropped.
@@ -219,6 +273,7 @@ class EventTimeAlign:
         ]:
             first[p] = min(o, first.get(p, o))
         self.held = {}
+        self.inflight.clear()
         return [SourceRecord(self.raw_topic, p, o, None, None) for p, o in first.items()]
 
     # -- the rule --------------------------------------------------------------------------------
@@ -267,22 +322,55 @@ class EventTimeAlign:
             self.seen.setdefault(p, now)  # assigned now: it counts (if records wait) for stale_s before delivering
         return now
 
-    def _bound(self, consumer: Any, fresh: list[int]) -> int | None:
-        """``floor + align_ms`` over the partitions that count; ``None`` when none does.
+    def idle(self, consumer: Any, assignment: set[int]) -> None:
+        """A turn with nothing consumed and nothing held: tell the peers where this worker stands.
+
+        Nothing, once it is caught up; but a partition assigned that has records waiting and delivered nothing
+        yet (just after a rebalance) still holds the peers back.
+        """
+        if self.peers is None:
+            return
+        now = self._track(assignment)
+        fresh = [p for p in sorted(assignment) if now - self.seen[p] <= self.stale_s]
+        self.peers.publish(self._low(self._counting(consumer, fresh)), assignment)
+
+    def _bound(self, floor: int | None, peer: int | None) -> int | None:
+        """``align_ms`` past the lower of this worker's floor and its peers' low; ``None`` when neither has one."""
+        floors = [f for f in (floor, peer) if f is not None]
+        return min(floors) + self.align_ms if floors else None
+
+    def _counting(self, consumer: Any, fresh: list[int]) -> list[int]:
+        """The partitions that count.
 
         Of the partitions that delivered within ``stale_s`` (or were assigned within it), those count that have
-        records waiting, or that delivered within ``idle_grace_s`` (a partition caught up a moment ago). One that
-        delivered nothing yet and has records waiting counts below any event time (its own is not known yet).
+        records waiting, or that delivered within ``idle_grace_s`` (a partition caught up a moment ago).
         """
         grace = self.idle_grace_s
         now = self._clock()
-        floor: int | None = None
-        for p, waiting in zip(fresh, self._waiting(consumer, fresh), strict=True):
-            known = p in self.front
-            if waiting or (known and grace > 0 and now - self.seen[p] <= grace):
-                t = self.front[p] if known else _UNKNOWN
-                floor = t if floor is None else min(floor, t)
-        return None if floor is None else floor + self.align_ms
+        return [
+            p
+            for p, waiting in zip(fresh, self._waiting(consumer, fresh), strict=True)
+            if waiting or (p in self.front and grace > 0 and now - self.seen[p] <= grace)
+        ]
+
+    def _floor(self, counting: list[int]) -> int | None:
+        """The lowest event time reached (newest consumed) over ``counting``; ``None`` when it is empty.
+
+        A partition that delivered nothing yet counts below any event time (its own is not known yet).
+        """
+        return min((self.front.get(p, UNKNOWN) for p in counting), default=None)
+
+    def _low(self, counting: list[int]) -> int | None:
+        """The lowest event time this worker may still route from ``counting``: what it publishes to its peers.
+
+        Per partition, its oldest record held, or when it holds none, its front (what it reads next comes after);
+        a partition holding records counts whether or not more are waiting. Records handed out count until they
+        are acknowledged: a peer that heard the low must route after them.
+        """
+        lows = [t for t in self.inflight if t is not None]
+        lows += [int(h.ts.min()) for h in self.held.values() if h.ts.size]
+        lows += [self.front.get(p, UNKNOWN) for p in counting if p not in self.held or not self.held[p].ts.size]
+        return min(lows, default=None)
 
     def _waiting(self, consumer: Any, parts: list[int]) -> list[bool]:
         """Per partition: whether records wait to be consumed (unknown counts as waiting).
@@ -335,6 +423,9 @@ class EventTimeAlign:
         with contextlib.suppress(KafkaException):
             consumer.resume([TopicPartition(self.raw_topic, p) for p in sorted(parts)])
         self.paused -= parts
+        now = self._clock()
+        for p in parts:  # it delivers again after a fetch: until then it counts as if just assigned
+            self.seen[p] = now
 
 
 def _runs(parts: list[int]) -> list[tuple[int, int]]:

@@ -56,6 +56,24 @@ class RouterSettings(FrozenModel):
         "combiner partition fills in event-time order and Spark's micro-batches span less event time (fewer "
         "partials, fewer late records); 0 = off (route in consume order)",
     )
+    align_peers: bool = Field(
+        True,
+        description="with align_ms: the workers of a route also align with each other. Each publishes on "
+        "align_topic the lowest event time it may still route (records held back or not yet acknowledged, or next "
+        "in a partition with records waiting) and the raw partitions it owns, and routes only records up to "
+        "align_ms past the lowest of its peers', so the combiner partitions fill in event-time order across "
+        "workers. A worker not heard from for 2 s holds nothing back; raw partitions owned by no worker (a "
+        "rebalance) hold every worker back for at most 10 s, and a worker just started or rebalanced holds for "
+        "0.6 s. A backlog advances by at least align_ms of event time per exchange (one every 50 ms at most); "
+        "false = each worker aligns its own partitions only",
+    )
+    align_topic: str = Field(
+        "skewroute.align",
+        min_length=1,
+        description="topic (1 partition, created when missing) on which the workers of every route aligned with "
+        "align_peers publish their progress in event time; a few small messages per second per worker while it "
+        "routes a backlog, none while it is idle",
+    )
     max_in_flight: int = Field(
         2,  # measured: BENCHMARKS.md, "Router pipeline"
         ge=1,
