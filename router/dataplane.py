@@ -85,6 +85,9 @@ from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 __all__ = ["DataPlaneStats", "DeliveryError", "RouteDataPlane", "make_partitioner"]
 
 log = logging.getLogger("router.dataplane")
+#: Longest wait for records while the peers hold records of this worker back (router.align_peers): a round of
+#: the exchange is a turn of each worker, and a backlog advances by at least align_ms of event time per round.
+PEER_WAIT_S = 0.01
 
 
 class RouteDataPlane:
@@ -265,7 +268,10 @@ class RouteDataPlane:
 
     def _batch(self) -> None:
         """One turn of the loop; earlier batches are acknowledged while this one is extracted, assigned, produced."""
-        msgs = self.consumer.consume(self.router.batch_max_records, self.router.batch_timeout_ms / 1000)
+        wait_s = self.router.batch_timeout_ms / 1000
+        if self.peers is not None and (self.align.holding or self.align.paused):
+            wait_s = min(wait_s, PEER_WAIT_S)  # held back by the peers: look at their progress again soon
+        msgs = self.consumer.consume(self.router.batch_max_records, wait_s)
         self.health.looped()
         self.health.sample(self.consumer, self.assignment)
         if not msgs and not (self.align.holding or self.align.paused):

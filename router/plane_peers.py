@@ -135,7 +135,7 @@ class AlignChannel:
         me: str,
         *,
         stale_s: float = STALE_S,
-        every_s: float = 0.05,
+        every_s: float = 0.02,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], float] = lambda: time.time() * 1000,
     ) -> None:
