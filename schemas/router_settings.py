@@ -64,7 +64,7 @@ class RouterSettings(FrozenModel):
         "align_ms past the lowest of its peers', so the combiner partitions fill in event-time order across "
         "workers. A worker not heard from for 2 s holds nothing back; raw partitions owned by no worker (a "
         "rebalance) hold every worker back for at most 10 s, and a worker just started or rebalanced holds for "
-        "0.6 s. A backlog advances by at least align_ms of event time per exchange (one every 20 ms at most); "
+        "0.54 s. A backlog advances by at least align_ms of event time per exchange (one every 20 ms at most); "
         "false = each worker aligns its own partitions only",
     )
     align_topic: str = Field(
