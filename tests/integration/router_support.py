@@ -95,6 +95,18 @@ def multiset_out(out: list[tuple[TopicRecord, dict[str, Any]]]) -> Counter[tuple
     return Counter((d["k"], orjson.dumps(d["d"])) for _, d in out)
 
 
+def lateness(out: list[tuple[TopicRecord, dict[str, Any]]], combiner: int) -> int:
+    """How far the most out-of-order record of one combiner partition lies behind the newest before it (ms)."""
+    newest, worst = None, 0
+    for rec, d in sorted(out, key=lambda x: x[0].offset):
+        if rec.partition != combiner:
+            continue
+        t = int(d["t"])
+        newest = t if newest is None else max(newest, t)
+        worst = max(worst, newest - t)
+    return worst
+
+
 def committed(kafka: KafkaSettings, group: str, topic: str) -> dict[int, int]:
     """The group's committed offset per raw partition."""
     c = make_consumer(kafka, group)

@@ -10,6 +10,7 @@ from tests.integration.router_support import (
     RAW_PARTITIONS,
     committed,
     end_offsets,
+    lateness,
     multiset_in,
     multiset_out,
     produce,
@@ -23,18 +24,6 @@ pytestmark = pytest.mark.kafka
 T0 = 1_700_000_000_000
 
 
-def _lateness(out: list[tuple[object, dict[str, object]]], combiner: int) -> int:
-    """How far the most out-of-order record of one combiner partition lies behind the newest before it (ms)."""
-    newest, worst = None, 0
-    for rec, d in sorted(out, key=lambda x: x[0].offset):  # type: ignore[attr-defined]
-        if rec.partition != combiner:  # type: ignore[attr-defined]
-            continue
-        t = int(d["t"])  # type: ignore[call-overload]
-        newest = t if newest is None else max(newest, t)
-        worst = max(worst, newest - t)
-    return worst
-
-
 def test_a_backlog_is_routed_in_event_time_order_within_align_ms(kafka: KafkaSettings, topic: str) -> None:
     # record i is in raw partition i % 4 at event time T0 + i // 4 ms: every raw partition spans the same 10 s
     records = [(f"k{i % 97}".encode(), orjson.dumps({"key": f"k{i % 97}", "t": T0 + i // 4})) for i in range(40_000)]
@@ -45,5 +34,5 @@ def test_a_backlog_is_routed_in_event_time_order_within_align_ms(kafka: KafkaSet
     out = routed(kafka, s.routes[0].combiner_topic_name, expected=len(records))
     assert multiset_out(out) == multiset_in(records)  # every record exactly once
     assert committed(kafka, plane.group_id, topic) == end_offsets(len(records))
-    assert max(_lateness(out, c) for c in range(4)) <= 200
+    assert max(lateness(out, c) for c in range(4)) <= 200
     assert plane.align.most <= RAW_PARTITIONS * 2 * 4000  # at most a batch's worth + one batch per partition

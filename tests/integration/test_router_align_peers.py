@@ -19,6 +19,7 @@ from schemas.settings import KafkaSettings
 from tests.integration.router_support import (
     committed,
     end_offsets,
+    lateness,
     multiset_in,
     multiset_out,
     produce,
@@ -31,18 +32,6 @@ pytestmark = pytest.mark.kafka
 
 T0 = 1_700_000_000_000
 ALIGN_MS = 200
-
-
-def _lateness(out: list[tuple[Any, dict[str, Any]]], combiner: int) -> int:
-    """How far the most out-of-order record of one combiner partition lies behind the newest before it (ms)."""
-    newest, worst = None, 0
-    for rec, d in sorted(out, key=lambda x: x[0].offset):
-        if rec.partition != combiner:
-            continue
-        t = int(d["t"])
-        newest = t if newest is None else max(newest, t)
-        worst = max(worst, newest - t)
-    return worst
 
 
 def _plane(s: Any, instance: str, slow_s: float = 0.0) -> RouteDataPlane:
@@ -80,7 +69,7 @@ def test_two_workers_route_a_backlog_in_event_time_order_across_both(kafka: Kafk
     assert slow.error is None and fast is not None and fast.error is None
     out = routed(kafka, s.routes[0].combiner_topic_name)
     assert set(multiset_out(out)) == set(multiset_in(records))  # every record (a rebalance may repeat a few)
-    assert max(_lateness(out, c) for c in range(4)) <= ALIGN_MS
+    assert max(lateness(out, c) for c in range(4)) <= ALIGN_MS
     assert fast.stats.consumed > 0 and slow.peers is not None and fast.peers is not None
     assert slow.peers.received > 0 and fast.peers.received > 0  # they heard each other
     assert fast.align.pauses > 0  # the fast one was held back
