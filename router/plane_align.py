@@ -68,56 +68,83 @@ _MAX_SLICES = 256
 
 
 class _Held:
-    """One raw partition's records consumed and not routed yet, in offset order."""
+    """One raw partition's records consumed and not routed yet, in offset order.
 
-    __slots__ = ("bad", "keys", "measures", "offsets", "times", "ts", "values")
+    The lists keep records already taken in front of ``head`` (taking is O(1); they are dropped once they are
+    half of the lists): a small release out of a large hold, each turn, must not copy what stays held.
+    """
+
+    __slots__ = ("_ts", "bad", "head", "keys", "measures", "offsets", "times", "values")
 
     def __init__(self) -> None:
+        self.head = 0  # records before it are taken
         self.keys: list[str] = []
         self.times: list[int] = []
         self.measures: list[float | None] = []
         self.values: list[bytes] = []
         self.offsets: list[int] = []
-        self.ts: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._ts: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.bad: list[BadRecord] = []
 
     def __len__(self) -> int:
-        return len(self.keys) + len(self.bad)
+        return len(self.keys) - self.head + len(self.bad)
+
+    @property
+    def ts(self) -> npt.NDArray[np.int64]:
+        """The event times of the records held (a view)."""
+        return self._ts[self.head :]
 
     def add(self, ext: Extracted, a: int, b: int, ts: npt.NDArray[np.int64]) -> None:
         """Append ``ext``'s records ``a:b`` (all of this partition; ``ts``: their event times)."""
+        self._compact(0)
         self.keys += ext.keys[a:b]
         self.times += ext.times[a:b]
         self.measures += ext.measures[a:b]
         self.values += ext.values[a:b]
         self.offsets += ext.offsets[a:b]
-        self.ts = np.concatenate([self.ts, ts]) if self.ts.size else ts
+        self._ts = np.concatenate([self._ts, ts]) if self._ts.size else ts
 
     def first(self) -> int | None:
         """The lowest offset held (good or bad record)."""
-        firsts = ([self.offsets[0]] if self.offsets else []) + [b.message.offset() or 0 for b in self.bad]
+        held = self.head < len(self.offsets)
+        firsts = ([self.offsets[self.head]] if held else []) + [b.message.offset() or 0 for b in self.bad]
         return min(firsts) if firsts else None
 
     def last(self) -> int | None:
         """The highest offset held (good or bad record)."""
-        lasts = ([self.offsets[-1]] if self.offsets else []) + [b.message.offset() or 0 for b in self.bad]
+        held = self.head < len(self.offsets)
+        lasts = ([self.offsets[-1]] if held else []) + [b.message.offset() or 0 for b in self.bad]
         return max(lasts) if lasts else None
 
     def drop_from(self, offset: int) -> None:
         """Forget the records at or after ``offset`` (they will be read again)."""
-        k = bisect.bisect_left(self.offsets, offset)
+        k = bisect.bisect_left(self.offsets, offset, lo=self.head)
         self.keys, self.times, self.measures = self.keys[:k], self.times[:k], self.measures[:k]
-        self.values, self.offsets, self.ts = self.values[:k], self.offsets[:k], self.ts[:k]
+        self.values, self.offsets, self._ts = self.values[:k], self.offsets[:k], self._ts[:k]
         self.bad = [b for b in self.bad if (b.message.offset() or 0) < offset]
 
     def take(self, k: int) -> tuple[list[BadRecord], int]:
-        """Keep records ``k:`` and the bad records after record ``k``; the bad records taken and the cut offset."""
-        cut = self.offsets[k] if k < len(self.offsets) else 1 << 62
+        """Take the first ``k`` records held and the bad records before the next; those bad records and the cut."""
+        at = self.head + k
+        cut = self.offsets[at] if at < len(self.offsets) else 1 << 62
         taken = [b for b in self.bad if (b.message.offset() or 0) < cut]
         self.bad = [b for b in self.bad if (b.message.offset() or 0) >= cut]
-        self.keys, self.times, self.measures = self.keys[k:], self.times[k:], self.measures[k:]
-        self.values, self.offsets, self.ts = self.values[k:], self.offsets[k:], self.ts[k:]
+        self.head = at
+        self._compact(len(self.keys) // 2)
         return taken, cut
+
+    def records(self, a: int, b: int) -> tuple[list[str], list[int], list[float | None], list[bytes], list[int]]:
+        """Keys, times, measures, values and offsets of held records ``a:b``."""
+        a, b = a + self.head, b + self.head
+        return self.keys[a:b], self.times[a:b], self.measures[a:b], self.values[a:b], self.offsets[a:b]
+
+    def _compact(self, most: int) -> None:
+        """Drop the taken records once there are more than ``most`` of them."""
+        h = self.head
+        if h > most:
+            self.keys, self.times, self.measures = self.keys[h:], self.times[h:], self.measures[h:]
+            self.values, self.offsets, self._ts = self.values[h:], self.offsets[h:], self._ts[h:]
+            self.head = 0
 
 
 class Peers(Protocol):
@@ -441,12 +468,13 @@ def _runs(parts: list[int]) -> list[tuple[int, int]]:
 
 
 def _extend(out: Extracted, h: _Held, a: int, b: int, p: int) -> None:
-    out.keys += h.keys[a:b]
-    out.times += h.times[a:b]
-    out.measures += h.measures[a:b]
-    out.values += h.values[a:b]
+    keys, times, measures, values, offsets = h.records(a, b)
+    out.keys += keys
+    out.times += times
+    out.measures += measures
+    out.values += values
     out.partitions += [p] * (b - a)
-    out.offsets += h.offsets[a:b]
+    out.offsets += offsets
 
 
 def _first_offsets(ext: Extracted) -> dict[int, int]:
