@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from confluent_kafka import TopicPartition
 
@@ -295,3 +296,24 @@ def test_the_route_metrics_count_pauses_and_show_the_records_held() -> None:
     assert plane.align.pauses > 0
     assert plane.metrics.aligned_pauses._value.get() == plane.align.pauses  # type: ignore[attr-defined]
     assert plane.metrics.aligned_held._value.get() == 0  # type: ignore[attr-defined]
+
+
+def test_records_taken_in_small_steps_out_of_a_large_hold_come_out_whole_and_in_order() -> None:
+    from router.plane_align import _Held
+
+    ext = Extracted()
+    n = 1000
+    ext.keys, ext.times, ext.measures = [f"k{i}" for i in range(n)], [T0 + i for i in range(n)], [None] * n
+    ext.values, ext.partitions, ext.offsets = [b"{}"] * n, [0] * n, list(range(100, 100 + n))
+    held = _Held()
+    held.add(ext, 0, 600, np.asarray(ext.times[:600], dtype=np.int64))
+    got: list[int] = []
+    for step in (1, 7, 50, 200):  # the first steps leave the taken records in place, a later one compacts
+        assert held.first() == 100 + len(got) and held.last() == 699
+        got += held.records(0, step)[4]
+        held.take(step)
+        assert len(held) == 600 - len(got) and held.ts[0] == T0 + len(got)
+    held.add(ext, 600, n, np.asarray(ext.times[600:], dtype=np.int64))
+    held.drop_from(900)  # a rebalance: from offset 900 on it is read again
+    got += held.records(0, len(held))[4]
+    assert got == list(range(100, 900)) and held.last() == 899
