@@ -299,13 +299,13 @@ def test_the_route_metrics_count_pauses_and_show_the_records_held() -> None:
 
 
 def test_records_taken_in_small_steps_out_of_a_large_hold_come_out_whole_and_in_order() -> None:
-    from router.plane_align import _Held
+    from router.plane_held import Held
 
     ext = Extracted()
     n = 1000
     ext.keys, ext.times, ext.measures = [f"k{i}" for i in range(n)], [T0 + i for i in range(n)], [None] * n
     ext.values, ext.partitions, ext.offsets = [b"{}"] * n, [0] * n, list(range(100, 100 + n))
-    held = _Held()
+    held = Held()
     held.add(ext, 0, 600, np.asarray(ext.times[:600], dtype=np.int64))
     got: list[int] = []
     for step in (1, 7, 50, 200):  # the first steps leave the taken records in place, a later one compacts
