@@ -41,11 +41,14 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from router.plane_align import STALE_S, UNKNOWN
+
+if TYPE_CHECKING:
+    from schemas.settings import KafkaSettings
 
 __all__ = ["AlignChannel", "PeerLows"]
 
@@ -129,7 +132,7 @@ class AlignChannel:
 
     def __init__(
         self,
-        kafka: Any,
+        kafka: KafkaSettings,
         topic: str,
         group: str,
         me: str,

@@ -12,6 +12,7 @@ import orjson
 from router.dataplane import RouteDataPlane
 from router.plane_align import UNKNOWN
 from router.plane_peers import AlignChannel, PeerLows
+from schemas.settings import KafkaSettings
 from tests.unit.test_plane_align import T0, Clock, Logs, _plane
 from tests.unit.test_plane_pipeline import Out
 
@@ -215,7 +216,7 @@ class Msg:
 
 
 def _channel(me: str, log: list[bytes], fail: list[bool], clock: Clock, wall: list[float]) -> AlignChannel:
-    ch = AlignChannel(None, "skewroute.align", "app.route", me, clock=clock, wall_ms=lambda: wall[0])
+    ch = AlignChannel(KafkaSettings(), "skewroute.align", "app.route", me, clock=clock, wall_ms=lambda: wall[0])
 
     def open_fake() -> None:
         ch._producer = ch._reader = FakeClients(log, fail)
