@@ -155,7 +155,7 @@ class EventTimeAlign:
         for a, b in runs:
             t, p = int(times[a:b].max()), ext.partitions[a]
             self.front[p] = max(t, self.front.get(p, t))
-        fresh = [p for p in sorted(assignment) if now - self.seen[p] <= self.stale_s]
+        fresh = self._fresh(assignment, now)
         known = [self.front[p] for p in fresh if p in self.front]
         spread = max(known) - min(known) if known else 0
         peer = self.peers.lowest(assignment) if self.peers is not None else None
@@ -277,9 +277,12 @@ class EventTimeAlign:
         """
         if self.peers is None:
             return
-        now = self._track(assignment)
-        fresh = [p for p in sorted(assignment) if now - self.seen[p] <= self.stale_s]
+        fresh = self._fresh(assignment, self._track(assignment))
         self.peers.publish(self._low(self._counting(consumer, fresh)), assignment)
+
+    def _fresh(self, assignment: set[int], now: float) -> list[int]:
+        """The partitions assigned that delivered (or were assigned) within ``stale_s``, in order."""
+        return [p for p in sorted(assignment) if now - self.seen[p] <= self.stale_s]
 
     def _bound(self, floor: int | None, peer: int | None) -> int | None:
         """``align_ms`` past the lower of this worker's floor and its peers' low; ``None`` when neither has one."""
