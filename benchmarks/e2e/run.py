@@ -171,6 +171,16 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
     doc["exactness"] = {**exact.as_dict(), "wrong": wrong, "heavy": heavy}
     doc["exactness"]["exact"] = exact.exact and heavy["wrong"] == 0
     doc["exactness"]["examples"] = exact.examples + heavy["examples"]
+    if not doc["exactness"]["exact"]:
+        log.warning(
+            "%s: not exact (%d missing, %d extra, %d mismatching, %d heavy wrong), e.g. %s",
+            spec.tag,
+            exact.missing,
+            exact.extra,
+            exact.mismatching,
+            heavy["wrong"],
+            doc["exactness"]["examples"][:3],
+        )
     if spec.phase == "rate":
         lat = latencies(data, producer.sent_s, every, o.window_s * 1000)
         ok = lat[np.isfinite(lat)]
@@ -243,7 +253,9 @@ def _recheck(spark: Any, opts: E2EOptions, n: int, prefix: str, bootstrap: str, 
     run = _measured(spark, spec, data, procs, 0.0)
     again = run.get("spark", {}).get("steady_rate")
     out = {"n": n, "config": "direct", "first_rate": first, "again_rate": again, "drift": drift(first, again)}
-    return out | ({"error": run["error"]} if "error" in run else {"exact": run["exactness"]["exact"]})
+    if "error" in run:
+        return out | {"error": run["error"]}
+    return out | {"exact": run["exactness"]["exact"], "examples": run["exactness"]["examples"][:5]}
 
 
 def _rounds(spark: Any, opts: E2EOptions, n: int, prefix: str, bootstrap: str, data: DemoInput, procs: Processes,

@@ -83,7 +83,8 @@ def _check(doc: dict[str, Any], out: Path, configs: tuple[str, ...]) -> None:
     assert all(rate > 0 for rate in doc["warm_up"]["configs"].values())
     if "direct" in configs:
         (again,) = doc["rechecks"]
-        assert again["exact"] and again["again_rate"] > 0 and again["drift"] is not None
+        assert again["exact"], again
+        assert again["again_rate"] > 0 and again["drift"] is not None
     assert doc["machine"]["cores"] and len(doc["machine"]["load_start"]) == 3
     # the model check: the same drain on local[1] predicts the local[2] micro-batches
     check = doc["model_check"]
