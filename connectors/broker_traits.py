@@ -11,6 +11,10 @@ Tansu (the embedded broker) differs from Apache Kafka in ways the code must know
   static member's partitions are never handed to the survivors; Apache Kafka does after ``session.timeout.ms``;
 - a reader fetching while several transactional producers write one partition can step past a batch the
   topic holds (it hands out a batch's offsets before storing it): router/DATAPLANE.md;
+- its low watermark (``ListOffsets`` EARLIEST) is the first offset of the batch with the oldest write time, not
+  the lowest offset; with several producers writing one partition it can lie past records it holds, and a fetch
+  returns only batches starting at or after the offset asked, so readers starting there skip those records
+  (:func:`connectors.kafka_offsets.watermarks` gives 0 instead);
 - it has no retention, no compaction and no authentication.
 
 Detection: Tansu names its cluster ``tansu_cluster`` and answers a broker-config request with no entries;
@@ -29,7 +33,7 @@ from connectors.kafka import make_admin
 from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings
 
-__all__ = ["BrokerTraits", "detect_broker", "resolve_isolation_level", "resolve_static_membership"]
+__all__ = ["BrokerTraits", "detect_broker", "is_tansu_cluster", "resolve_isolation_level", "resolve_static_membership"]
 
 BrokerKind = Literal["apache", "tansu", "unknown"]
 
@@ -63,6 +67,11 @@ class BrokerTraits:
         return self.kafka_semantics
 
 
+def is_tansu_cluster(cluster_id: str | None) -> bool:
+    """Whether a cluster id is Tansu's (it names its cluster ``tansu_cluster``)."""
+    return cluster_id is not None and cluster_id.startswith("tansu")
+
+
 def detect_broker(kafka: KafkaSettings, timeout: float = 10.0) -> BrokerTraits:
     """Ask the cluster what it is (metadata, then one broker's configuration)."""
     admin = make_admin(kafka)
@@ -71,7 +80,7 @@ def detect_broker(kafka: KafkaSettings, timeout: float = 10.0) -> BrokerTraits:
     except Exception as exc:  # KafkaException: no broker reachable
         raise BrokerError(f"cannot detect the broker at {kafka.bootstrap_servers}: {exc}") from exc
     cluster_id = md.cluster_id
-    if cluster_id is not None and cluster_id.startswith("tansu"):
+    if is_tansu_cluster(cluster_id):
         return BrokerTraits("tansu", cluster_id, len(md.brokers))
     node = str(next(iter(md.brokers)))
     try:

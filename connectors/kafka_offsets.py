@@ -10,6 +10,10 @@ start beyond a recreated or truncated partition's end shows up as an end below i
 fetch that resets to offset 0. On a broker whose watermarks are exact (Apache Kafka) the probe costs one
 record per partition.
 
+Low watermarks come from :func:`watermarks`: Tansu's is the first offset of the batch it wrote first, which
+with several producers on one partition can lie past records it holds; Tansu keeps every record, so there the
+log starts at 0.
+
 Every client here uses manual ``assign()`` (no consumer-group join) and only lists *all* topics (asking for one
 unknown topic's metadata makes Tansu auto-create it).
 """
@@ -18,12 +22,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from connectors.broker_traits import is_tansu_cluster
 from connectors.offset_ranges import Offsets
 from schemas.exceptions import BrokerError
 
@@ -37,11 +42,31 @@ __all__ = [
     "probe_ends",
     "probe_partitions",
     "topic_partitions",
+    "watermarks",
 ]
 
 #: Spark's conventions in a JSON offsets spec.
 EARLIEST = -2
 LATEST = -1
+
+
+def watermarks(consumer: Any, tps: Sequence[TopicPartition], timeout: float = 10.0) -> list[tuple[int, int]]:
+    """``(log start, high watermark)`` of each of ``tps``, asked of the broker (never librdkafka's cache).
+
+    The log start is the low watermark, except on Tansu (the cluster id says): its low watermark is the first
+    offset of the batch with the oldest write time, and a fetch returns only the batches that start at or after
+    the offset asked. With several producers writing one partition, the batch written first can come after
+    another in the log (a results topic written by two Spark tasks had a low watermark of 1 while it held
+    offsets 0 to 37, and a reader starting there got 23 to 37). Tansu has no retention, so its log starts at 0.
+    """
+    if not tps:
+        return []
+    zero = is_tansu_cluster(consumer.list_topics(timeout=timeout).cluster_id)
+    out = []
+    for tp in tps:
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+        out.append((0 if zero else low, high))
+    return out
 
 
 def make_probe_consumer(conf: Mapping[str, Any]) -> Consumer:
@@ -117,10 +142,11 @@ def probe_partitions(consumer: Consumer, starts: Offsets, *, cap: int | None = N
     """
     res = Probe({t: {} for t in starts}, {t: {} for t in starts})
     probe: list[TopicPartition] = []
+    tps = [TopicPartition(t, int(p)) for t, parts in starts.items() for p in parts]
+    marks = iter(watermarks(consumer, tps, timeout=max(timeout, 10.0)))
     for t, parts in starts.items():
         for p, start in parts.items():
-            tp = TopicPartition(t, int(p))
-            lo, hi = consumer.get_watermark_offsets(tp, timeout=max(timeout, 10.0), cached=False)
+            lo, hi = next(marks)
             res.lows[t][p] = lo
             if cap is not None and max(start, lo) + cap <= hi - 1:
                 res.ends[t][p] = max(start, lo) + cap  # offsets below hi - 1 exist: no need to look at the tail

@@ -113,6 +113,7 @@ def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
     """Consume ``[start, end)`` of one partition; one Arrow batch per ``consume`` call (at most 10k records)."""
     from confluent_kafka import KafkaError, TopicPartition
 
+    from connectors.kafka_offsets import watermarks
     from connectors.routed_decode import decode_routed
 
     lost_codes = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
@@ -120,7 +121,7 @@ def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
     tp = TopicPartition(part.topic, part.partition)
     done = False
     try:
-        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        ((low, high),) = watermarks(consumer, [tp])
         next_offset = part.start
         if low > part.start:
             report_loss(cfg.fail_on_data_loss, part.topic, part.partition, part.start, low, high, "records removed")
@@ -143,7 +144,7 @@ def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
                 if err is None:
                     continue
                 if err.code() in lost_codes:
-                    low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                    ((low, high),) = watermarks(consumer, [tp])
                     report_loss(
                         cfg.fail_on_data_loss, part.topic, part.partition, next_offset, low, high, "offset out of range"
                     )

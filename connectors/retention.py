@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from connectors.kafka_offsets import watermarks
 from schemas.exceptions import BrokerError
 
 __all__ = ["DataLossError", "LostRange", "find_lost_ranges"]
@@ -53,11 +54,10 @@ def find_lost_ranges(consumer: Any, topic: str, partitions: list[int], timeout: 
     if not partitions:
         return []
     committed = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout)
+    resumed = [tp for tp in committed if tp.offset >= 0]  # no offset committed: the group starts at the beginning
+    marks = watermarks(consumer, [TopicPartition(topic, tp.partition) for tp in resumed], timeout)
     lost = []
-    for tp in committed:
-        if tp.offset < 0:  # no offset committed yet: the group starts at the beginning, whatever it is
-            continue
-        low, _high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout, cached=False)
+    for tp, (low, _high) in zip(resumed, marks, strict=True):
         if tp.offset < low:
             lost.append(LostRange(topic, tp.partition, tp.offset, low))
     return lost

@@ -35,7 +35,7 @@ client themselves, so they pickle. Secrets live only in the options
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,7 @@ from connectors.kafka_offsets import (
     probe_ends,
     probe_partitions,
     topic_partitions,
+    watermarks,
 )
 from connectors.kafka_read import kafka_schema, read_range, report_loss
 from connectors.offset_ranges import OffsetRange, Offsets, distribute_budget, floor_at, split_ranges
@@ -214,9 +215,7 @@ class _Reading:
             given = {} if isinstance(parsed, str) else parsed.get(t, {})
             default = EARLIEST if parsed != "latest" else LATEST
             out[t] = {str(p): int(given.get(str(p), default)) for p in range(n)}
-        lows = {
-            t: {p: c.get_watermark_offsets(_tp(t, p), timeout=10, cached=False)[0] for p in ps} for t, ps in out.items()
-        }
+        lows = _lows(c, out)
         latest = {t: {p: lows[t][p] for p, o in ps.items() if o == LATEST} for t, ps in out.items()}
         ends = probe_ends(c, latest, timeout=self.cfg.probe_timeout) if any(latest.values()) else {}
         for t, ps in out.items():
@@ -271,10 +270,7 @@ class _Reading:
 
     def _partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
         new = {t: [p for p in ps if p not in start.get(t, {})] for t, ps in end.items()}
-        lows = {
-            t: {p: self._consumer().get_watermark_offsets(_tp(t, p), timeout=10, cached=False)[0] for p in ps}
-            for t, ps in new.items()
-        }
+        lows = _lows(self._consumer(), new)
         ranges = [
             OffsetRange(t, int(p), start[t][p] if p in start.get(t, {}) else lows[t][p], e)
             for t in sorted(end)
@@ -358,6 +354,15 @@ class KafkaBatchReader(_Reading, DataSourceReader):
         end = probe_ends(self._consumer(), start, timeout=self.cfg.probe_timeout)
         self._close()
         return self._partitions(start, end) or [KafkaPartition(self.cfg.topics[0], 0, 0, 0)]
+
+
+def _lows(consumer: Consumer, parts: Mapping[str, Iterable[str]]) -> Offsets:
+    """Where each partition's log starts (:func:`connectors.kafka_offsets.watermarks`)."""
+    keys = [(t, p) for t, ps in parts.items() for p in ps]
+    out: Offsets = {t: {} for t in parts}
+    for (t, p), (low, _high) in zip(keys, watermarks(consumer, [_tp(t, p) for t, p in keys]), strict=True):
+        out[t][p] = low
+    return out
 
 
 def _tp(topic: str, partition: str | int) -> Any:
