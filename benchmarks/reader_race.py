@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import EmbeddedBroker, free_port
@@ -58,7 +58,7 @@ def _read(bootstrap: str, topic: str, stop: threading.Event, out: set[bytes]) ->
     """Follow partition 0 from the beginning until ``stop`` is set and nothing arrived for 2 s."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex[:8]}",
                          "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 5})  # fmt: skip
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    consumer.assign([TopicPartition(topic, 0, 0)])  # offset 0: benchmarks/topic_reader.py
     quiet_since: float | None = None
     try:
         while True:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import orjson
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from benchmarks.demo.processes import Child
 from benchmarks.topic_reader import read_topic
@@ -98,7 +98,7 @@ class Verifier:
             f"skewroute-verifier-{uuid.uuid4().hex[:10]}",
             **{"fetch.wait.max.ms": 20, "isolation.level": isolation_level},
         )
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])  # benchmarks/topic_reader.py
         self._keep_values = False
         self.kafka, self._isolation = kafka, isolation_level
         self.stepped_past = 0  # positions only a fresh reader found (see wait_for)
@@ -277,7 +277,7 @@ class ControlWatcher:
         self.globals: list[tuple[float, str, int]] = []  # (arrival monotonic, reducer, round)
         self.dsync_ms = 0  # the sync interval of the last GLOBAL (adaptive: the liveness timeout is 3 x DSYNC)
         self._consumer = make_consumer(kafka, f"skewroute-watch-{uuid.uuid4().hex[:10]}", **{"fetch.wait.max.ms": 20})
-        self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        self._consumer.assign([TopicPartition(topic, 0, 0)])  # offset 0: benchmarks/topic_reader.py
 
     def poll(self, timeout: float = 0.0) -> None:
         """Read what is there."""

@@ -6,6 +6,11 @@ the last record batch + 1, and a partition that looked complete there could stil
 read stops when an expected count is reached, or when every partition has reported its end and no record
 arrived for ``idle_s`` seconds after that (records still being written when the read began), or after
 ``timeout_s``.
+
+It starts at offset 0, not at ``OFFSET_BEGINNING``: Tansu answers "earliest" with the first offset of the batch
+it wrote first, which with several producers on a partition can lie past records it holds
+(:func:`connectors.kafka_offsets.watermarks`). On Apache Kafka an offset 0 that retention deleted is reset to
+the log start (``auto.offset.reset=earliest``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from connectors.admin import partition_count
 from connectors.kafka import make_admin, make_consumer
@@ -58,7 +63,7 @@ def read_topic(
     )
     out: list[TopicRecord] = []
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(n)])
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(n)])  # see the module docstring
         behind = set(range(n))  # partitions whose partition-EOF event has not arrived since their last record
         start = last = time.monotonic()
         while True:
