@@ -9,6 +9,8 @@ the data-plane thread between two batches. What it guarantees:
   broker that kept the records but dropped a transactional offset commit is replayed from the group's offsets
   instead); committed offsets below the log start (retention deleted raw records unread) fail or are logged
   and skipped, as ``router.on_data_loss`` says;
+* on Tansu (``start_at_zero``), a partition the group never committed starts at offset 0, not at librdkafka's
+  ``earliest``: Tansu's earliest can lie past records it holds (:func:`connectors.kafka_offsets.watermarks`);
 * on revoke, every batch in flight (up to ``router.max_in_flight``) is delivered and committed before the
   partitions move;
 * on loss (the session expired: the partitions already belong to others), the batches in flight are dropped
@@ -66,6 +68,7 @@ class PlaneMembership:
         self._complete = complete
         self._forget_held = forget_held
         self.assignment: set[int] = set()  # the raw partitions this worker consumes now
+        self.start_at_zero = False  # set by the plane on Tansu: see the module docstring
         self.closing = False  # set just before the consumer is closed
 
     def on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
@@ -80,6 +83,8 @@ class PlaneMembership:
         self._forget_held([p.partition for p in parts])  # an eager rebalance revokes and assigns in one consume()
         self._check_committed(consumer, parts)
         self._check_retention(consumer, parts)
+        if self.start_at_zero:
+            self._start_uncommitted_at_zero(consumer, parts)
         self.health.joined = True
         self.assignment |= {p.partition for p in parts}
         self.metrics.assigned.set(len(self.assignment))
@@ -132,6 +137,15 @@ class PlaneMembership:
                 "skipped (router.on_data_loss: skip)",
                 self.route.route_name, r.topic, r.partition, r.committed, r.log_start - 1,
             )  # fmt: skip
+
+    def _start_uncommitted_at_zero(self, consumer: Any, parts: list[TopicPartition]) -> None:
+        """Assign ``parts`` at the group's committed offsets, and at 0 where the group has none (Tansu only)."""
+        committed = consumer.committed([TopicPartition(self.route.raw_topic, p.partition) for p in parts], timeout=10)
+        if all(tp.offset >= 0 for tp in committed):
+            return
+        at = [TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)) for tp in committed]
+        strategy = str(self.kafka.consumer.get("partition.assignment.strategy", ""))
+        (consumer.incremental_assign if "cooperative" in strategy else consumer.assign)(at)
 
     def on_revoke(self, consumer: Any, parts: list[TopicPartition]) -> None:
         """Partitions are taken away: deliver and commit every batch in flight first (called inside consume())."""

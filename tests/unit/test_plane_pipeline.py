@@ -326,3 +326,36 @@ def test_exactly_once_keeps_one_batch_in_flight_and_refuses_more() -> None:
     plane = RouteDataPlane(KafkaSettings(), router, RouteSettings(raw_topic=RAW), RouterMetrics("w1"), instance_id="w1")
     assert router.max_in_flight > 1 and plane.output.in_flight.limit == 1
     assert RouterSettings(delivery="exactly_once", instance_id="w1", max_in_flight=1).max_in_flight == 1
+
+
+@pytest.mark.parametrize("strategy", ["", "cooperative-sticky"])
+def test_tansu_partitions_never_committed_start_at_zero(strategy: str) -> None:
+    """On Tansu, "earliest" can lie past records the partition holds (connectors.kafka_offsets.watermarks): a
+    partition the group never committed is assigned at offset 0, a committed one at its committed offset."""
+    plane, broker = _plane(2, [])
+    if strategy:
+        plane.membership.kafka = KafkaSettings(consumer={"partition.assignment.strategy": strategy})
+    group = {0: 7, 2: 0}  # partition 1: nothing committed
+    assigned: list[tuple[str, list[tuple[int, int]]]] = []
+
+    def committed(parts: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        return [TopicPartition(RAW, tp.partition, group.get(tp.partition, -1001)) for tp in parts]
+
+    def record(how: str) -> Callable[[list[TopicPartition]], None]:
+        return lambda parts: assigned.append((how, [(tp.partition, tp.offset) for tp in parts]))
+
+    broker.committed = committed  # type: ignore[attr-defined]
+    broker.assign = record("assign")  # type: ignore[attr-defined]
+    broker.incremental_assign = record("incremental_assign")  # type: ignore[attr-defined]
+    broker.get_watermark_offsets = lambda tp, timeout, cached: (0, 10)  # type: ignore[attr-defined]
+    broker.list_topics = lambda timeout: SimpleNamespace(cluster_id="tansu_cluster")  # type: ignore[attr-defined]
+    parts = [TopicPartition(RAW, p) for p in (0, 1, 2)]
+    plane.membership.on_assign(broker, parts)  # not on Tansu: librdkafka resolves the positions itself
+    assert assigned == []
+    plane.membership.start_at_zero = True
+    plane.membership.on_assign(broker, parts)
+    how = "incremental_assign" if strategy else "assign"
+    assert assigned == [(how, [(0, 7), (1, 0), (2, 0)])]
+    group[1] = 3  # every partition committed: nothing to set
+    plane.membership.on_assign(broker, parts)
+    assert len(assigned) == 1
