@@ -35,6 +35,7 @@ from schemas.exceptions import BrokerError
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "is_tansu",
     "Offsets",
     "make_probe_consumer",
     "parse_starting_offsets",
@@ -50,7 +51,14 @@ EARLIEST = -2
 LATEST = -1
 
 
-def watermarks(consumer: Any, tps: Sequence[TopicPartition], timeout: float = 10.0) -> list[tuple[int, int]]:
+def is_tansu(consumer: Any, timeout: float = 10.0) -> bool:
+    """Whether ``consumer``'s broker is Tansu (its cluster id; one metadata request listing every topic)."""
+    return is_tansu_cluster(consumer.list_topics(timeout=timeout).cluster_id)
+
+
+def watermarks(
+    consumer: Any, tps: Sequence[TopicPartition], timeout: float = 10.0, *, tansu: bool | None = None
+) -> list[tuple[int, int]]:
     """``(log start, high watermark)`` of each of ``tps``, asked of the broker (never librdkafka's cache).
 
     The log start is the low watermark, except on Tansu (the cluster id says): its low watermark is the first
@@ -58,10 +66,11 @@ def watermarks(consumer: Any, tps: Sequence[TopicPartition], timeout: float = 10
     the offset asked. With several producers writing one partition, the batch written first can come after
     another in the log (a results topic written by two Spark tasks had a low watermark of 1 while it held
     offsets 0 to 37, and a reader starting there got 23 to 37). Tansu has no retention, so its log starts at 0.
+    ``tansu``: the broker's kind if the caller knows it (else asked: :func:`is_tansu`).
     """
     if not tps:
         return []
-    zero = is_tansu_cluster(consumer.list_topics(timeout=timeout).cluster_id)
+    zero = is_tansu(consumer, timeout) if tansu is None else tansu
     out = []
     for tp in tps:
         low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)

@@ -36,6 +36,7 @@ _CONSUME_MAX = 10_000
 #: loss seen since), because a librdkafka client that saw a topic before it was deleted and recreated can crash.
 _POOL: dict[tuple[tuple[str, str], ...], tuple[str, Consumer]] = {}
 _RETIRED: list[Consumer] = []
+_TANSU: dict[tuple[tuple[str, str], ...], bool] = {}  # per connection settings: is the broker Tansu
 
 
 class ReadConfig(Protocol):
@@ -100,6 +101,16 @@ def _arrow_batch(msgs: list[Any], offsets: list[int], part: RangeSpec, headers: 
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
+def _tansu(cfg: ReadConfig, consumer: Consumer) -> bool:
+    """Whether the broker of ``cfg`` is Tansu: asked once per executor process, not once per range."""
+    from connectors.kafka_offsets import is_tansu
+
+    known = _TANSU.get(cfg.conf)
+    if known is None:
+        known = _TANSU[cfg.conf] = is_tansu(consumer)
+    return known
+
+
 def _pooled(cfg: ReadConfig, generation: str) -> Consumer:
     pooled = _POOL.pop(cfg.conf, None)
     if pooled is not None:
@@ -121,7 +132,7 @@ def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
     tp = TopicPartition(part.topic, part.partition)
     done = False
     try:
-        ((low, high),) = watermarks(consumer, [tp])
+        ((low, high),) = watermarks(consumer, [tp], tansu=_tansu(cfg, consumer))
         next_offset = part.start
         if low > part.start:
             report_loss(cfg.fail_on_data_loss, part.topic, part.partition, part.start, low, high, "records removed")
@@ -144,7 +155,7 @@ def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
                 if err is None:
                     continue
                 if err.code() in lost_codes:
-                    ((low, high),) = watermarks(consumer, [tp])
+                    ((low, high),) = watermarks(consumer, [tp], tansu=_tansu(cfg, consumer))
                     report_loss(
                         cfg.fail_on_data_loss, part.topic, part.partition, next_offset, low, high, "offset out of range"
                     )
