@@ -60,7 +60,6 @@ from typing import Any
 import numpy as np
 from confluent_kafka import KafkaException, Producer
 
-from connectors.broker_traits import is_tansu_cluster
 from connectors.kafka import make_consumer, make_producer
 from router.extract import BadRecord, Extracted, Extractor, RawMessage
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker
@@ -225,7 +224,6 @@ class RouteDataPlane:
         if self.exactly_once:
             self.producer.init_transactions(30)
         self.consumer = make_consumer(self.kafka, self.group_id, **consumer_conf(self.kafka, self.router))
-        self.membership.start_at_zero = is_tansu_cluster(self.consumer.list_topics(timeout=10).cluster_id)
         if self.align.enabled and self.router.align_peers:  # the other workers of the route: see plane_peers
             self.peers = AlignChannel(self.kafka, self.router.align_topic, self.group_id, self.instance_id).open()
             self.align.peers = self.peers

@@ -9,8 +9,9 @@ the data-plane thread between two batches. What it guarantees:
   broker that kept the records but dropped a transactional offset commit is replayed from the group's offsets
   instead); committed offsets below the log start (retention deleted raw records unread) fail or are logged
   and skipped, as ``router.on_data_loss`` says;
-* on Tansu (``start_at_zero``), a partition the group never committed starts at offset 0, not at librdkafka's
-  ``earliest``: Tansu's earliest can lie past records it holds (:func:`connectors.kafka_offsets.watermarks`);
+* on Tansu (asked at the first assignment), a partition the group never committed starts at offset 0, not at
+  librdkafka's ``earliest``: Tansu's earliest can lie past records it holds
+  (:func:`connectors.kafka_offsets.watermarks`);
 * on revoke, every batch in flight (up to ``router.max_in_flight``) is delivered and committed before the
   partitions move;
 * on loss (the session expired: the partitions already belong to others), the batches in flight are dropped
@@ -27,7 +28,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from connectors.kafka_offsets import make_probe_consumer
+from connectors.kafka_offsets import is_tansu, make_probe_consumer
 from connectors.retention import DataLossError, find_lost_ranges
 from router.observability import RouteMetrics
 from router.plane_health import PlaneHealth
@@ -68,7 +69,7 @@ class PlaneMembership:
         self._complete = complete
         self._forget_held = forget_held
         self.assignment: set[int] = set()  # the raw partitions this worker consumes now
-        self.start_at_zero = False  # set by the plane on Tansu: see the module docstring
+        self.start_at_zero: bool | None = None  # on Tansu (see the module docstring); asked at the first assignment
         self.closing = False  # set just before the consumer is closed
 
     def on_assign(self, consumer: Any, parts: list[TopicPartition]) -> None:
@@ -83,6 +84,8 @@ class PlaneMembership:
         self._forget_held([p.partition for p in parts])  # an eager rebalance revokes and assigns in one consume()
         self._check_committed(consumer, parts)
         self._check_retention(consumer, parts)
+        if self.start_at_zero is None:  # the broker answers now: it just assigned partitions
+            self.start_at_zero = is_tansu(consumer)
         if self.start_at_zero:
             self._start_uncommitted_at_zero(consumer, parts)
         self.health.joined = True

@@ -7,6 +7,7 @@ delivery contract by the fake broker of ``test_plane_pipeline``.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,9 @@ class Logs(Broker):
 
     def get_watermark_offsets(self, tp: TopicPartition, cached: bool) -> tuple[int, int]:
         return 0, len(self.logs[tp.partition])
+
+    def list_topics(self, timeout: float) -> Any:
+        return SimpleNamespace(cluster_id="Yq3Xb1aJT8uR0nZ2oWcE4g")  # an Apache Kafka cluster: not Tansu
 
     def done(self) -> bool:
         return all(self.pos[p] >= len(log) for p, log in self.logs.items())

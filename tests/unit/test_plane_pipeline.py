@@ -348,11 +348,15 @@ def test_tansu_partitions_never_committed_start_at_zero(strategy: str) -> None:
     broker.assign = record("assign")  # type: ignore[attr-defined]
     broker.incremental_assign = record("incremental_assign")  # type: ignore[attr-defined]
     broker.get_watermark_offsets = lambda tp, timeout, cached: (0, 10)  # type: ignore[attr-defined]
-    broker.list_topics = lambda timeout: SimpleNamespace(cluster_id="tansu_cluster")  # type: ignore[attr-defined]
+    cluster = ["Yq3Xb1aJT8uR0nZ2oWcE4g"]
+    broker.list_topics = lambda timeout: SimpleNamespace(cluster_id=cluster[0])  # type: ignore[attr-defined]
     parts = [TopicPartition(RAW, p) for p in (0, 1, 2)]
     plane.membership.on_assign(broker, parts)  # not on Tansu: librdkafka resolves the positions itself
+    assert assigned == [] and plane.membership.start_at_zero is False
+    cluster[0] = "tansu_cluster"
+    plane.membership.on_assign(broker, parts)  # asked once, at the first assignment
     assert assigned == []
-    plane.membership.start_at_zero = True
+    plane.membership.start_at_zero = None  # a worker on Tansu
     plane.membership.on_assign(broker, parts)
     how = "incremental_assign" if strategy else "assign"
     assert assigned == [(how, [(0, 7), (1, 0), (2, 0)])]
