@@ -139,7 +139,9 @@ class Probe:
     exact: set[tuple[str, str]] = field(default_factory=set)
 
 
-def probe_partitions(consumer: Consumer, starts: Offsets, *, cap: int | None = None, timeout: float = 5.0) -> Probe:
+def probe_partitions(
+    consumer: Consumer, starts: Offsets, *, cap: int | None = None, timeout: float = 5.0, tansu: bool | None = None
+) -> Probe:
     """The true end of every partition in ``starts`` (see the module docstring), never assumed >= its start.
 
     The probe reads from the start of each partition's last batch (``high - 1``, or ``low`` when empty), which
@@ -147,12 +149,13 @@ def probe_partitions(consumer: Consumer, starts: Offsets, *, cap: int | None = N
     below the start (``exact``: confirmed by EOF) instead of a fetch error. With ``cap``, a partition with at
     least ``cap`` records past its start below ``high - 1`` gets ``start + cap`` without probing. A partition
     whose EOF does not arrive within ``timeout`` gets the highest offset seen + 1 (at least the watermark) and
-    is not ``exact``: a slow broker delays records to the next micro-batch but never skips any.
+    is not ``exact``: a slow broker delays records to the next micro-batch but never skips any. ``tansu``: as
+    in :func:`watermarks`.
     """
     res = Probe({t: {} for t in starts}, {t: {} for t in starts})
     probe: list[TopicPartition] = []
     tps = [TopicPartition(t, int(p)) for t, parts in starts.items() for p in parts]
-    marks = iter(watermarks(consumer, tps, timeout=max(timeout, 10.0)))
+    marks = iter(watermarks(consumer, tps, timeout=max(timeout, 10.0), tansu=tansu))
     for t, parts in starts.items():
         for p, start in parts.items():
             lo, hi = next(marks)
@@ -195,7 +198,9 @@ def probe_partitions(consumer: Consumer, starts: Offsets, *, cap: int | None = N
     return res
 
 
-def probe_ends(consumer: Consumer, starts: Offsets, *, cap: int | None = None, timeout: float = 5.0) -> Offsets:
+def probe_ends(
+    consumer: Consumer, starts: Offsets, *, cap: int | None = None, timeout: float = 5.0, tansu: bool | None = None
+) -> Offsets:
     """:func:`probe_partitions`' ends, each raised to at least ``max(start, low)``."""
-    res = probe_partitions(consumer, starts, cap=cap, timeout=timeout)
+    res = probe_partitions(consumer, starts, cap=cap, timeout=timeout, tansu=tansu)
     return {t: {p: max(e, starts[t][p], res.lows[t][p]) for p, e in parts.items()} for t, parts in res.ends.items()}

@@ -49,13 +49,15 @@ class DataLossError(BrokerError):
         )
 
 
-def find_lost_ranges(consumer: Any, topic: str, partitions: list[int], timeout: float = 10.0) -> list[LostRange]:
+def find_lost_ranges(
+    consumer: Any, topic: str, partitions: list[int], timeout: float = 10.0, *, tansu: bool | None = None
+) -> list[LostRange]:
     """The partitions whose committed offset lies below the log start (no committed offset: not a loss)."""
     if not partitions:
         return []
     committed = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout)
     resumed = [tp for tp in committed if tp.offset >= 0]  # no offset committed: the group starts at the beginning
-    marks = watermarks(consumer, [TopicPartition(topic, tp.partition) for tp in resumed], timeout)
+    marks = watermarks(consumer, [TopicPartition(topic, tp.partition) for tp in resumed], timeout, tansu=tansu)
     lost = []
     for tp, (low, _high) in zip(resumed, marks, strict=True):
         if tp.offset < low:

@@ -48,6 +48,7 @@ from pyspark.sql.types import (
 from connectors.kafka_offsets import (
     EARLIEST,
     LATEST,
+    is_tansu,
     make_probe_consumer,
     parse_starting_offsets,
     probe_ends,
@@ -195,10 +196,16 @@ class _Reading:
         self.cfg = cfg
         self._client: Consumer | None = None
         self._generation = uuid.uuid4().hex[:12]  # per query run: a restarted query never reuses older clients
+        self._tansu: bool | None = None  # the broker's kind, asked once (connectors.kafka_offsets.watermarks)
 
     def __getstate__(self) -> dict[str, Any]:
         # the driver's consumer never travels to executors
-        return {"cfg": self.cfg, "_client": None, "_generation": self._generation}
+        return {"cfg": self.cfg, "_client": None, "_generation": self._generation, "_tansu": self._tansu}
+
+    def _is_tansu(self) -> bool:
+        if self._tansu is None:
+            self._tansu = is_tansu(self._consumer())
+        return self._tansu
 
     def _consumer(self) -> Consumer:
         if self._client is None:
@@ -215,9 +222,10 @@ class _Reading:
             given = {} if isinstance(parsed, str) else parsed.get(t, {})
             default = EARLIEST if parsed != "latest" else LATEST
             out[t] = {str(p): int(given.get(str(p), default)) for p in range(n)}
-        lows = _lows(c, out)
+        tansu = self._is_tansu()
+        lows = _lows(c, out, tansu)
         latest = {t: {p: lows[t][p] for p, o in ps.items() if o == LATEST} for t, ps in out.items()}
-        ends = probe_ends(c, latest, timeout=self.cfg.probe_timeout) if any(latest.values()) else {}
+        ends = probe_ends(c, latest, timeout=self.cfg.probe_timeout, tansu=tansu) if any(latest.values()) else {}
         for t, ps in out.items():
             for p, o in ps.items():
                 if o == EARLIEST:
@@ -240,7 +248,7 @@ class _Reading:
                 if t in counts and int(p) >= counts[t]:
                     self._loss(t, int(p), s, -1, -1, f"the topic has {counts[t]} partitions now")
         full = {t: {str(p): start.get(t, {}).get(str(p), -1) for p in range(n)} for t, n in counts.items()}
-        probe = probe_partitions(self._consumer(), full, timeout=self.cfg.probe_timeout)
+        probe = probe_partitions(self._consumer(), full, timeout=self.cfg.probe_timeout, tansu=self._is_tansu())
         skipped: Offsets = {}
         for t, ps in full.items():
             for p, s in ps.items():
@@ -270,7 +278,7 @@ class _Reading:
 
     def _partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
         new = {t: [p for p in ps if p not in start.get(t, {})] for t, ps in end.items()}
-        lows = _lows(self._consumer(), new)
+        lows = _lows(self._consumer(), new, self._is_tansu()) if any(new.values()) else {}
         ranges = [
             OffsetRange(t, int(p), start[t][p] if p in start.get(t, {}) else lows[t][p], e)
             for t in sorted(end)
@@ -351,16 +359,16 @@ class KafkaBatchReader(_Reading, DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         """One input partition per Kafka partition."""
         start = self._resolve(self.cfg.starting)
-        end = probe_ends(self._consumer(), start, timeout=self.cfg.probe_timeout)
+        end = probe_ends(self._consumer(), start, timeout=self.cfg.probe_timeout, tansu=self._is_tansu())
         self._close()
         return self._partitions(start, end) or [KafkaPartition(self.cfg.topics[0], 0, 0, 0)]
 
 
-def _lows(consumer: Consumer, parts: Mapping[str, Iterable[str]]) -> Offsets:
+def _lows(consumer: Consumer, parts: Mapping[str, Iterable[str]], tansu: bool) -> Offsets:
     """Where each partition's log starts (:func:`connectors.kafka_offsets.watermarks`)."""
     keys = [(t, p) for t, ps in parts.items() for p in ps]
     out: Offsets = {t: {} for t in parts}
-    for (t, p), (low, _high) in zip(keys, watermarks(consumer, [_tp(t, p) for t, p in keys]), strict=True):
+    for (t, p), (low, _high) in zip(keys, watermarks(consumer, [_tp(t, p) for t, p in keys], tansu=tansu), strict=True):
         out[t][p] = low
     return out
 

@@ -83,9 +83,9 @@ class PlaneMembership:
             return
         self._forget_held([p.partition for p in parts])  # an eager rebalance revokes and assigns in one consume()
         self._check_committed(consumer, parts)
-        self._check_retention(consumer, parts)
         if self.start_at_zero is None:  # the broker answers now: it just assigned partitions
             self.start_at_zero = is_tansu(consumer)
+        self._check_retention(consumer, parts)
         if self.start_at_zero:
             self._start_uncommitted_at_zero(consumer, parts)
         self.health.joined = True
@@ -131,7 +131,7 @@ class PlaneMembership:
 
     def _check_retention(self, consumer: Any, parts: list[TopicPartition]) -> None:
         """Committed offsets below the log start: retention deleted raw records unread (connectors/retention.py)."""
-        lost = find_lost_ranges(consumer, self.route.raw_topic, [p.partition for p in parts])
+        lost = find_lost_ranges(consumer, self.route.raw_topic, [p.partition for p in parts], tansu=self.start_at_zero)
         if lost and self.router.on_data_loss == "fail":
             raise DataLossError(self.group_id, lost)
         for r in lost:
