@@ -38,6 +38,7 @@ from router.plane_parts import tune_gc
 from router.preflight import raw_topic_fix, require_topics
 from router.sync.service import attach_sync
 from schemas.settings import KafkaSettings, SkewrouteSettings
+from schemas.spark_settings import interval_ms
 
 __all__ = ["DataPlaneService", "RouterRuntime", "create_app"]
 
@@ -103,7 +104,12 @@ class DataPlaneService(Service):
             # never create a route's topics for a raw topic that is not there (MissingTopicError stops the worker)
             await loop.run_in_executor(None, require_topics, s.kafka, {route.raw_topic: raw_topic_fix(route)})
             await loop.run_in_executor(None, ensure_route_topics, s.kafka, route)
-            planes.append(RouteDataPlane(s.kafka, router, route, rt.metrics, instance_id=rt.instance_id))
+            planes.append(
+                RouteDataPlane(
+                    s.kafka, router, route, rt.metrics, instance_id=rt.instance_id,
+                    watermark_ms=interval_ms(s.spark.watermark),
+                )
+            )  # fmt: skip
         tune_gc()  # start-up is over (partitioners built, kernels loaded): from here one tracked Message per record
         for plane in planes:
             rt.planes[plane.route.route_name] = plane.start()

@@ -98,6 +98,8 @@ class RouteDataPlane:
 
     ``partitioner`` is public for the sync service (it reaches it through :meth:`submit`). Pass a
     :class:`Partitioner` instance as ``partitioner`` to route with it instead of the route's configured one.
+    ``watermark_ms``: the Spark job's watermark delay, if known: an event-time spread above it is warned of
+    (:mod:`router.plane_health`).
     """
 
     def __init__(
@@ -109,6 +111,7 @@ class RouteDataPlane:
         *,
         instance_id: str,
         partitioner: Partitioner | None = None,
+        watermark_ms: int | None = None,
     ) -> None:
         self.kafka, self.router, self.route = kafka, router, route
         self.instance_id = instance_id
@@ -125,7 +128,8 @@ class RouteDataPlane:
         self._clock = 0  # window clock (see plane_parts.window_clock; partitioners need non-decreasing times)
         self._ahead_ms = route.time.max_ahead_ms  # event times above wall clock + this are dead-lettered/clamped
         self._clamp = route.time.too_far_ahead == "clamp"
-        self.health = PlaneHealth(self.metrics, route.raw_topic, router.ready_stale_s)
+        # a worker whose partitions drift further apart in event time than Spark's watermark delay warns (plane_health)
+        self.health = PlaneHealth(self.metrics, route.raw_topic, router.ready_stale_s, spread_warn_ms=watermark_ms)
         self._pauses_seen = 0  # align.pauses already counted in the metrics
         self.align = EventTimeAlign(  # see plane_align
             route.raw_topic, router.align_ms, router.batch_max_records, idle_grace_s=router.align_ms / 1000

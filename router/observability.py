@@ -81,6 +81,13 @@ class RouterMetrics:
             part,
             registry=r,
         )
+        self.event_spread = Gauge(
+            "skewroute_event_time_spread_seconds",
+            "newest event time routed minus the latest routed of the partitions with records waiting: how far "
+            "behind, in event time, the records still to come land in the combiner partitions",
+            lbl,
+            registry=r,
+        )
         self.event_clock = Gauge(
             "skewroute_event_time_clock_ms", "the route's window clock (running max of bounded event times)", lbl,
             registry=r,
@@ -144,6 +151,7 @@ class RouteMetrics:
         self.rebalances = m.rebalances.labels(route)
         self.retries = m.retries.labels(route)
         self.event_clock = m.event_clock.labels(route)
+        self.event_spread = m.event_spread.labels(route)
         self.clamped = m.clamped.labels(route)
         self.last_commit = m.last_commit.labels(route)
         self.last_commit_age = m.last_commit_age.labels(route)

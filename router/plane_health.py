@@ -6,12 +6,21 @@ with every extracted batch and :meth:`PlaneHealth.committed` after every commit;
 positions, so it costs no broker round trip. Other threads read :meth:`PlaneHealth.ready` and
 :meth:`PlaneHealth.snapshot` (plain attribute reads: a slightly stale answer is fine for a probe).
 
+Event-time spread: the newest event time routed from any owned partition minus the latest routed from the
+partitions that still have records waiting. The records still to come from those partitions land in the combiner
+partitions after newer ones, that far behind in event time. Spark drops a record whose window ended more than
+its watermark delay before the newest event time it has read, so a spread above ``spread_warn_ms`` (the route's
+Spark watermark delay) is logged as a warning, at most once a minute: the way to avoid it is ``router.align_ms``.
+It sees one worker's partitions; several workers catching up at different paces add their own spread (aligned
+by ``router.align_peers``).
+
 Ready means: the loop thread is alive, the consumer joined its group (it got an assignment, possibly an empty
 one), ``consume()`` returned within ``stale_s``, and no batch has waited for its commit for ``stale_s`` or more.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -22,14 +31,28 @@ from router.observability import RouteMetrics
 
 __all__ = ["PlaneHealth"]
 
+log = logging.getLogger(__name__)
+
 _OFFSET_INVALID = -1001
+#: seconds between two warnings of a large event-time spread
+SPREAD_WARN_EVERY_S = 60.0
 
 
 class PlaneHealth:
     """Readiness facts and lags of one route's data plane (written by its thread, read by anyone)."""
 
-    def __init__(self, metrics: RouteMetrics, raw_topic: str, stale_s: float, sample_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        metrics: RouteMetrics,
+        raw_topic: str,
+        stale_s: float,
+        sample_s: float = 1.0,
+        *,
+        spread_warn_ms: int | None = None,
+    ) -> None:
         self.metrics, self.raw_topic, self.stale_s, self.sample_s = metrics, raw_topic, stale_s, sample_s
+        self.spread_warn_ms = spread_warn_ms
+        self._next_warn = 0.0
         self.joined = False
         self.last_loop: float | None = None  # monotonic: consume() returned
         self.last_commit: float | None = None  # wall clock (time.time()) of the last successful commit
@@ -88,6 +111,29 @@ class PlaneHealth:
             self.metrics.partition_lag(tp.partition, lag)
         for p, t in list(self.event_ms.items()):
             self.metrics.partition_event_lag(p, (wall_ms - t) / 1000.0)
+        self._spread(now)
+
+    def spread_ms(self) -> int:
+        """Newest event time routed minus the latest of the partitions with records waiting (0: none waiting)."""
+        waiting = [t for p, t in self.event_ms.items() if self.lag.get(p, 0) > 0]
+        return max(self.event_ms.values()) - min(waiting) if waiting else 0
+
+    def _spread(self, now: float) -> None:
+        spread = self.spread_ms()
+        self.metrics.event_spread.set(spread / 1000.0)
+        limit = self.spread_warn_ms
+        if limit is None or spread <= limit or now < self._next_warn:
+            return
+        self._next_warn = now + SPREAD_WARN_EVERY_S
+        newest = max(self.event_ms.values())
+        behind = sorted(p for p, t in self.event_ms.items() if self.lag.get(p, 0) > 0 and newest - t > limit)
+        log.warning(
+            "route on %s: raw partitions %s are %.1f s behind the newest event time routed, with records waiting: "
+            "Spark drops those whose window ends more than its watermark delay (%.1f s) before the newest event "
+            "time it has read. Set router.align_ms (e.g. half the watermark delay) to route the partitions in "
+            "step (deploy/OPERATIONS.md, late records)",
+            self.raw_topic, behind, spread / 1000.0, limit / 1000.0,
+        )  # fmt: skip
 
     def ready(self, alive: bool) -> tuple[bool, str]:
         """Whether the route is ready, and why not."""

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 
 from schemas.model import FrozenModel
 
-__all__ = ["AGGREGATION_PROFILES", "Aggregation", "AggregationProfile", "SparkSettings", "join_uri"]
+__all__ = ["AGGREGATION_PROFILES", "Aggregation", "AggregationProfile", "SparkSettings", "interval_ms", "join_uri"]
 
 Aggregation = Literal["count", "sum", "min", "max", "mean", "approx_distinct", "top_k", "percentiles", "score"]
 AggregationProfile = Literal["light", "heavy"]
@@ -166,6 +166,32 @@ class SparkSettings(FrozenModel):
                 "folders; give an absolute path on shared storage or a URI (hdfs://, s3a://, file:///shared/...)"
             )
         return self
+
+
+#: Milliseconds per unit of a Spark interval string (``interval_ms``), by the unit's name without a plural ``s``.
+_UNIT_MS = {
+    "ms": 1, "millisecond": 1, "s": 1_000, "sec": 1_000, "second": 1_000, "m": 60_000, "min": 60_000,
+    "minute": 60_000, "h": 3_600_000, "hour": 3_600_000, "d": 86_400_000, "day": 86_400_000,
+    "week": 604_800_000,
+}  # fmt: skip
+_INTERVAL_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*")
+
+
+def interval_ms(text: str) -> int | None:
+    """Milliseconds of a Spark interval such as ``10 seconds`` or ``1 minute 30 seconds``; ``None`` if not understood.
+
+    Covers the ``<number> <unit>`` forms these settings are written in (an optional leading ``interval``); other
+    forms Spark accepts (``INTERVAL '10' SECOND``) give ``None``, and the caller does without the figure.
+    """
+    rest = text.strip().lower().removeprefix("interval")
+    total, pos = 0.0, 0
+    while pos < len(rest):
+        m = _INTERVAL_PART.match(rest, pos)
+        unit = None if m is None else _UNIT_MS.get(m.group(2)) or _UNIT_MS.get(m.group(2).removesuffix("s"))
+        if m is None or unit is None:
+            return None
+        total, pos = total + float(m.group(1)) * unit, m.end()
+    return round(total) if pos else None
 
 
 def join_uri(root: str, name: str) -> str:

@@ -7,6 +7,7 @@ delivery contract by the fake broker of ``test_plane_pipeline``.
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any
 
@@ -85,11 +86,18 @@ class Logs(Broker):
 
 
 def _plane(
-    logs: dict[int, list[int]], align_ms: int, chunk: int = 1500, cap: int = 1500, grace: float = 0.0
+    logs: dict[int, list[int]],
+    align_ms: int,
+    chunk: int = 1500,
+    cap: int = 1500,
+    grace: float = 0.0,
+    watermark_ms: int | None = None,
 ) -> tuple[RouteDataPlane, Logs, Clock]:
     router = RouterSettings(instance_id="w1", window_metrics=False, align_ms=align_ms, batch_max_records=5000)
     route = RouteSettings(raw_topic=RAW, combiners=2, time={"source": "kafka_timestamp"})
-    plane = RouteDataPlane(KafkaSettings(), router, route, RouterMetrics("w1"), instance_id="w1")
+    plane = RouteDataPlane(
+        KafkaSettings(), router, route, RouterMetrics("w1"), instance_id="w1", watermark_ms=watermark_ms
+    )
     broker = Logs(plane, logs, chunk)
     plane.producer = plane.consumer = broker  # type: ignore[assignment]
     clock = Clock()
@@ -146,6 +154,37 @@ def test_a_backlog_is_routed_merged_by_event_time_within_align_ms() -> None:
     _drain(off, off_broker, off_clock)
     _everything_once(off_broker)
     assert _lateness(off_broker) >= 2_900 and off.align.pauses == 0
+
+
+def test_a_spread_wider_than_the_watermark_delay_is_measured_and_warned_of_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: dict[int, tuple[int, int, list[str]]] = {}
+    for align_ms in (0, 500):
+        plane, broker, clock = _plane(_backlog(), align_ms=align_ms, watermark_ms=1000)
+        plane.health.sample_s = 0.0  # sample at every turn (the worker samples once a second)
+        spreads = []
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="router.plane_health"):
+            for _ in range(500):
+                clock.now += 0.01
+                plane._batch()
+                spreads.append(plane.health.spread_ms())
+                if broker.done() and not plane.align.holding and not plane.align.paused:
+                    break
+            plane._batch()
+            plane._complete()
+        _everything_once(broker)
+        warned = [r.getMessage() for r in caplog.records if r.name == "router.plane_health"]
+        seen[align_ms] = (max(spreads), _lateness(broker), warned)
+        assert plane.health.spread_ms() == 0  # nothing left waiting
+    spread, late, warnings = seen[0]  # one partition's chunk after another: 3 s apart
+    assert spread >= 2_900 and late <= spread  # the spread bounds how late a routed record lands
+    assert len(warnings) == 1  # at most once a minute
+    assert "raw partitions [2] are 3.0 s behind" in warnings[0] and "watermark delay (1.0 s)" in warnings[0]
+    assert "router.align_ms" in warnings[0]
+    spread, late, warnings = seen[500]
+    assert spread <= 500 and late <= 500 and warnings == []
 
 
 def test_held_records_are_bounded_and_each_partition_keeps_its_order() -> None:

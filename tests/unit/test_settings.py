@@ -203,3 +203,25 @@ def test_custom_partitioner_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     p = s.routes[0].partitioner
     assert create(p.plugin, 4, **p.params()).hash_seed == 5  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("10 seconds", 10_000),
+        ("1 minute 30 seconds", 90_000),
+        ("500 milliseconds", 500),
+        ("interval 2 hours", 7_200_000),
+        ("1.5 s", 1_500),
+        (" 3 mins ", 180_000),
+        ("1 day", 86_400_000),
+        ("10", None),
+        ("", None),
+        ("10 parsecs", None),
+        ("INTERVAL '10' SECOND", None),
+    ],
+)
+def test_spark_intervals_are_read_in_the_forms_the_settings_use(text: str, ms: int | None) -> None:
+    from schemas.spark_settings import interval_ms
+
+    assert interval_ms(text) == ms
