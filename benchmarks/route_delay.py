@@ -7,6 +7,8 @@ alternated over ``--rounds`` so that a drifting machine does not favour one): fr
 names its source position, so each is matched with its raw record: the delay is the time between the two
 producers' timestamps (the raw producer's and the router's), i.e. the router's batch wait, its work, the
 alignment holds and the handing to librdkafka. No Spark runs: what Spark adds is the same for every setting.
+Records produced in the first ``--warmup`` seconds are routed but not counted (the workers' first batches: the
+group's first fetches, a Dalton sync's first round, the alignment channel's warm-up).
 
 ``--quiet-partition``: the last raw partition gets one record every two seconds and the others share the rest,
 the case where ``router.align_ms`` can hold live records (a partition caught up less than ``align_ms`` ago
@@ -51,6 +53,7 @@ class Delay:
     round: int
     produced: int
     routed: int
+    counted: int
     p50: float
     p90: float
     p99: float
@@ -145,6 +148,7 @@ def measure(
     routers: int,
     partitioner: str,
     quiet: bool,
+    warmup_s: float = 0.0,
 ) -> Delay:
     """One run: fresh topics, ``routers`` workers with ``align_ms``, the live input, the delays read back."""
     tag = f"delay-{align_ms}-{round_no}-{time.monotonic_ns() % 10**9}"
@@ -160,19 +164,21 @@ def measure(
             env = {"SKEWROUTE_ROUTER__INSTANCE_ID": f"{tag}-{i + 1}"}
             procs.start(f"router-{i + 1}", router_command(config, port), run / f"router-{i + 1}.log", env)
         _wait_owned(ports)
-        produced = _produce(kafka, f"{tag}.raw", rate, seconds, quiet)
+        produced = _produce(kafka, f"{tag}.raw", rate, seconds + warmup_s, quiet)
         raw = {(r.partition, r.offset): r.timestamp for r in read_topic(kafka, f"{tag}.raw", expected=produced)}
         routed = read_topic(kafka, f"{tag}.combiners", expected=produced, timeout_s=60.0)
+    start = min(raw.values()) + warmup_s * 1000
     delays = []
     for r in routed:
         doc = decode_routed_record(r.value, r.key, f"{tag}.combiners", r.partition)
-        if doc is not None:
-            delays.append(r.timestamp - raw[(doc["p"], doc["o"])])
+        sent = None if doc is None else raw.get((doc["p"], doc["o"]))
+        if sent is not None and sent >= start:
+            delays.append(r.timestamp - sent)
     d = np.asarray(delays, dtype=np.float64)
     if not d.size:
         raise SkewrouteError(f"{tag}: nothing was routed")
     p50, p90, p99 = (float(x) for x in np.percentile(d, [50, 90, 99]))
-    return Delay(align_ms, round_no, produced, int(d.size), p50, p90, p99, float(d.max()))
+    return Delay(align_ms, round_no, produced, len(routed), int(d.size), p50, p90, p99, float(d.max()))
 
 
 def render(rows: list[Delay], opts: argparse.Namespace) -> str:
@@ -181,16 +187,17 @@ def render(rows: list[Delay], opts: argparse.Namespace) -> str:
         "# Router delay, live (routed Kafka timestamp - raw Kafka timestamp)",
         "",
         f"{opts.routers} router workers ({opts.partitioner}), {RAW_PARTITIONS} raw partitions, {COMBINERS} combiners, "
-        f"{opts.rate:g} records/s for {opts.seconds:g} s per run"
+        f"{opts.rate:g} records/s for {opts.warmup:g} + {opts.seconds:g} s per run (the first {opts.warmup:g} s "
+        "not counted)"
         + (", the last raw partition one record every 2 s" if opts.quiet_partition else "")
         + f". Settings alternated over {opts.rounds} rounds.",
         "",
-        "| round | `router.align_ms` | produced | routed | p50 ms | p90 ms | p99 ms | max ms |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| round | `router.align_ms` | produced | routed | counted | p50 ms | p90 ms | p99 ms | max ms |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     out += [
-        f"| {r.round} | {r.align_ms} | {r.produced:,} | {r.routed:,} | {r.p50:.0f} | {r.p90:.0f} | {r.p99:.0f} | "
-        f"{r.max:.0f} |"
+        f"| {r.round} | {r.align_ms} | {r.produced:,} | {r.routed:,} | {r.counted:,} | {r.p50:.0f} | {r.p90:.0f} | "
+        f"{r.p99:.0f} | {r.max:.0f} |"
         for r in rows
     ]
     return "\n".join(out) + "\n"
@@ -202,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--align", default="0,1000", help="router.align_ms values, comma-separated")
     ap.add_argument("--rounds", type=int, default=2, help="runs of each setting (order reversed every other round)")
     ap.add_argument("--rate", type=float, default=15_000.0, help="records per second")
-    ap.add_argument("--seconds", type=float, default=20.0, help="length of each run's input")
+    ap.add_argument("--seconds", type=float, default=20.0, help="length of each run's input that is counted")
+    ap.add_argument("--warmup", type=float, default=3.0, help="seconds of input first, routed but not counted")
     ap.add_argument("--routers", type=int, default=2, help="router worker processes")
     ap.add_argument("--partitioner", default="dalton")
     ap.add_argument("--quiet-partition", action="store_true", help="the last raw partition: a record every 2 s")
@@ -221,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             for align_ms in settings if rnd % 2 else settings[::-1]:
                 row = measure(
                     kafka, opts.out, align_ms, rnd, rate=opts.rate, seconds=opts.seconds, routers=opts.routers,
-                    partitioner=opts.partitioner, quiet=opts.quiet_partition,
+                    partitioner=opts.partitioner, quiet=opts.quiet_partition, warmup_s=opts.warmup,
                 )  # fmt: skip
                 rows.append(row)
                 print(json.dumps(asdict(row)), flush=True)
