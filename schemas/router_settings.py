@@ -47,7 +47,7 @@ class RouterSettings(FrozenModel):
     batch_max_records: int = Field(20_000, ge=1, description="most raw records per data-plane batch")
     batch_timeout_ms: int = Field(50, ge=1, description="longest wait to fill a batch")
     align_ms: int = Field(
-        0,  # off until its effect on live latency is settled; 1000 measured: BENCHMARKS.md, "Router output aligned ..."
+        0,  # off: it slows a backlog's catch-up; live it adds tens of ms (BENCHMARKS.md, "Router output aligned ...")
         ge=0,
         description="merge the raw partitions a worker reads by event time, within this many ms: records of a "
         "partition further ahead than the slowest partition with records waiting, or caught up less than align_ms of "
