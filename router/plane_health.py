@@ -128,11 +128,11 @@ class PlaneHealth:
         newest = max(self.event_ms.values())
         behind = sorted(p for p, t in self.event_ms.items() if self.lag.get(p, 0) > 0 and newest - t > limit)
         log.warning(
-            "route on %s: raw partitions %s are %.1f s behind the newest event time routed, with records waiting: "
-            "Spark drops those whose window ends more than its watermark delay (%.1f s) before the newest event "
-            "time it has read. Set router.align_ms (e.g. half the watermark delay) to route the partitions in "
+            "route %s: raw partitions %s of %s are %.1f s behind the newest event time routed, with records "
+            "waiting: Spark drops those whose window ends more than its watermark delay (%.1f s) before the newest "
+            "event time it has read. Set router.align_ms (e.g. half the watermark delay) to route the partitions in "
             "step (deploy/OPERATIONS.md, late records)",
-            self.raw_topic, behind, spread / 1000.0, limit / 1000.0,
+            self.metrics.route, behind, self.raw_topic, spread / 1000.0, limit / 1000.0,
         )  # fmt: skip
 
     def ready(self, alive: bool) -> tuple[bool, str]:
@@ -154,5 +154,6 @@ class PlaneHealth:
             "lag": {str(p): n for p, n in sorted(self.lag.items())},
             "lag_total": sum(self.lag.values()),
             "event_time_ms": {str(p): t for p, t in sorted(self.event_ms.items())},
+            "event_time_spread_s": round(self.spread_ms() / 1000.0, 3),
             "last_commit_age_s": round(self.commit_age(), 3),
         }
