@@ -34,7 +34,7 @@ from benchmarks.demo.processes import Processes, router_command
 from benchmarks.topic_reader import read_topic
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import EmbeddedBroker, free_port
-from connectors.kafka import make_admin, make_producer
+from connectors.kafka import make_admin, make_producer, produce_waiting
 from schemas.exceptions import SkewrouteError
 from schemas.records import decode_routed_record
 from schemas.settings import KafkaSettings
@@ -126,9 +126,9 @@ def _produce(kafka: KafkaSettings, topic: str, rate: float, seconds: float, quie
             value = orjson.dumps({"k": key, "t": int(time.time() * 1000), "x": 1.0})
             if quiet:
                 part = RAW_PARTITIONS - 1 if n % every == 0 else int(keys[n]) % (RAW_PARTITIONS - 1)
-                producer.produce(topic, value, key.encode(), partition=part)
+                produce_waiting(producer, topic, value, key.encode(), partition=part)
             else:
-                producer.produce(topic, value, key.encode())
+                produce_waiting(producer, topic, value, key.encode())
             n += 1
         producer.poll(0)
         time.sleep(0.002)

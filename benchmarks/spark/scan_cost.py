@@ -30,7 +30,7 @@ from benchmarks.spark.feed import assign_combiners
 from benchmarks.workloads import make_workload
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.broker import EmbeddedBroker, free_port
-from connectors.kafka import make_admin, make_producer
+from connectors.kafka import make_admin, make_producer, produce_waiting
 from schemas.exceptions import SkewrouteError
 from schemas.records import encode_routed_v2
 from schemas.settings import KafkaSettings, SparkSettings
@@ -54,8 +54,8 @@ def write_topics(kafka: KafkaSettings, records: int, n: int, seed: int = 1, pref
     for i, key in enumerate(keys):
         t, x, c = t0 + 5 * i, float(measures[i]), int(combiners[i])
         raw = orjson.dumps({"k": key, "t": t, "x": x})
-        producer.produce(raw_topic, raw, key.encode(), partition=c)
-        producer.produce(routed_topic, encode_routed_v2(t, 0, i, x, raw), key.encode(), partition=c)
+        produce_waiting(producer, raw_topic, raw, key.encode(), partition=c)
+        produce_waiting(producer, routed_topic, encode_routed_v2(t, 0, i, x, raw), key.encode(), partition=c)
         if i % 10_000 == 0:
             producer.poll(0)
     if producer.flush(120):
