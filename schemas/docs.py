@@ -54,17 +54,37 @@ def _default(info: FieldInfo) -> str:
     return _show(info.default)
 
 
-def _rows(model: type[BaseModel], prefix: str, env: str | None) -> list[str]:
+def _plain(value: Any) -> Any:
+    """A whole float as an int, as a default written in the model would show."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _section_default(info: FieldInfo) -> BaseModel | None:
+    """The default a section field builds, when it is built differently from its model's own defaults."""
+    if info.default_factory is None:
+        return None
+    try:
+        value = info.default_factory()  # type: ignore[call-arg]
+    except TypeError:
+        return None
+    return value if isinstance(value, BaseModel) else None
+
+
+def _rows(model: type[BaseModel], prefix: str, env: str | None, section: BaseModel | None = None) -> list[str]:
+    """One row per setting; ``section`` is the instance the parent's default builds (its values are the defaults)."""
     rows = []
     for name, info in model.model_fields.items():
         tp = info.annotation
         path = f"{prefix}{name}"
         env_name = f"{env}{name.upper()}" if env is not None else ""
         if isinstance(tp, type) and issubclass(tp, BaseModel):
-            rows.extend(_rows(tp, f"{path}.", f"{env_name}__" if env is not None else None))
+            nested_env = f"{env_name}__" if env is not None else None
+            rows.extend(_rows(tp, f"{path}.", nested_env, _section_default(info)))
             continue
         env_cell = f"`{env_name}`" if env is not None else ""
-        rows.append(f"| `{path}` | {env_cell} | {_type_name(tp)} | {_default(info)} | {info.description or ''} |")
+        built = getattr(section, name, info.default)
+        default = _default(info) if built == info.default else _show(_plain(built))
+        rows.append(f"| `{path}` | {env_cell} | {_type_name(tp)} | {default} | {info.description or ''} |")
     return rows
 
 

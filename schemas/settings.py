@@ -25,7 +25,7 @@ from schemas.exceptions import ConfigError
 from schemas.model import FrozenModel
 from schemas.partitioner_settings import DaltonSettings, PartitionerSettings
 from schemas.router_settings import RouterSettings
-from schemas.spark_settings import SparkSettings
+from schemas.spark_settings import SparkSettings, interval_ms
 
 __all__ = [
     "KafkaSettings",
@@ -150,12 +150,30 @@ class TimeSpec(FrozenModel):
         return self
 
 
+#: A route's window, when its ``window`` section leaves them out: ``slide`` = the Spark trigger, ``size`` = this many
+#: slides (see :meth:`SkewrouteSettings._windows_follow_trigger`).
+SLIDES_PER_WINDOW = 12
+_DEFAULT_TRIGGER_MS = interval_ms(SparkSettings.model_fields["trigger_interval"].default) or 5_000
+
+
 class WindowSettings(FrozenModel):
-    """The window the partitioner's state (and the metrics) use: count-based in tuples, time-based in ms."""
+    """The window the partitioner's state (and the metrics) use: count-based in tuples, time-based in ms.
+
+    In a route of :class:`SkewrouteSettings`, a time window's unset ``slide`` is ``spark.trigger_interval`` and its
+    unset ``size`` is :data:`SLIDES_PER_WINDOW` slides: Spark pre-aggregates each micro-batch per combiner task, so
+    the partitioner's scope is the micro-batch. The defaults below are those of a window built on its own.
+    """
 
     kind: Literal["count", "time"] = Field("time", description="count-based (tuples) or time-based (event ms)")
-    size: float = Field(60_000, gt=0, description="window length (tuples or ms)")
-    slide: float = Field(1_000, gt=0, description="slide (tuples or ms); Dalton's statistics window")
+    size: float = Field(
+        60_000, gt=0, description="window length (tuples or ms); a time window in a route: 12 slides when not set"
+    )
+    slide: float = Field(
+        1_000,
+        gt=0,
+        description="slide (tuples or ms); Dalton's statistics window and the scope its keys stay together in; a "
+        "time window in a route: spark.trigger_interval when not set",
+    )
 
     @model_validator(mode="after")
     def _slide_fits(self) -> Self:
@@ -178,7 +196,10 @@ class RouteSettings(FrozenModel):
     value_field: str | None = Field(
         None, description="dotted path of the numeric measure aggregated downstream (sum/min/max/mean)"
     )
-    window: WindowSettings = Field(default_factory=WindowSettings, description="partitioner window")
+    window: WindowSettings = Field(
+        default_factory=lambda: _trigger_window(_DEFAULT_TRIGGER_MS),
+        description="partitioner window (default: a time window, slide = spark.trigger_interval, size = 12 slides)",
+    )
     partitioner: PartitionerSettings = Field(default_factory=DaltonSettings, description="algorithm and parameters")
     dead_letter_topic: str | None = Field(None, description="DLQ topic (default: <raw_topic>.dlq)")
     max_record_bytes: int = Field(
@@ -245,6 +266,39 @@ class SkewrouteSettings(BaseSettings):
             seen.add(r.raw_topic)
         return self
 
+    @model_validator(mode="after")
+    def _windows_follow_trigger(self) -> Self:
+        """A route's time window that does not set its slide gets the Spark trigger (and 12 slides of size).
+
+        A route without a ``window`` section gets a time window. A count window, or a trigger this module cannot
+        read (:func:`~schemas.spark_settings.interval_ms`), keeps the window as written.
+        """
+        trigger = interval_ms(self.spark.trigger_interval)
+        if trigger is None or trigger <= 0:
+            return self
+        routes = [_follow_trigger(i, r, trigger, self.spark.trigger_interval) for i, r in enumerate(self.routes)]
+        if any(a is not b for a, b in zip(routes, self.routes, strict=True)):
+            self.__dict__["routes"] = routes  # frozen from here on: this is the model's own construction
+        return self
+
+    def window_warnings(self) -> list[str]:
+        """One line per route whose time window's slide was set to something other than the Spark trigger.
+
+        Dalton keeps a key on the combiners that hold it for one slide; Spark ships one partial per key and
+        combiner per micro-batch. A slide shorter than the trigger splits keys more than a micro-batch needs; a
+        longer one balances the combiners over more than one micro-batch.
+        """
+        trigger = interval_ms(self.spark.trigger_interval)
+        if trigger is None:
+            return []
+        return [
+            f"routes[{i}] ({r.route_name}): window.slide {r.window.slide:g} ms differs from spark.trigger_interval "
+            f"({self.spark.trigger_interval}, {trigger} ms); the partitioner keeps keys together per slide while "
+            "Spark pre-aggregates per micro-batch. Leave window.slide unset to follow the trigger."
+            for i, r in enumerate(self.routes)
+            if r.window.kind == "time" and r.window.slide != trigger
+        ]
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -296,6 +350,28 @@ class SkewrouteSettings(BaseSettings):
             if name in (r.route_name, r.raw_topic):
                 return r
         raise ConfigError([f"routes: no route named {name!r} (have: {', '.join(r.route_name for r in self.routes)})"])
+
+
+def _follow_trigger(index: int, route: RouteSettings, trigger_ms: int, trigger: str) -> RouteSettings:
+    """``route`` with its time window's unset slide (and size) taken from the Spark trigger."""
+    given = route.window.model_fields_set if "window" in route.model_fields_set else set()
+    if route.window.kind == "count" or "slide" in given:
+        return route
+    if "size" not in given:
+        window = _trigger_window(trigger_ms)
+    elif route.window.size < trigger_ms:
+        raise ValueError(
+            f"routes[{index}].window: size ({route.window.size:g} ms) is shorter than spark.trigger_interval "
+            f"({trigger}), which an unset window.slide follows; set window.slide too"
+        )
+    else:
+        window = WindowSettings(kind="time", size=route.window.size, slide=trigger_ms)
+    return route if window == route.window else route.model_copy(update={"window": window})
+
+
+def _trigger_window(trigger_ms: int) -> WindowSettings:
+    """A time window whose slide is the Spark trigger and whose size is :data:`SLIDES_PER_WINDOW` slides."""
+    return WindowSettings(kind="time", size=SLIDES_PER_WINDOW * trigger_ms, slide=trigger_ms)
 
 
 def format_validation_error(exc: ValidationError) -> list[str]:

@@ -59,6 +59,8 @@ def router(
     if not settings.routes:
         console.print("[red]no routes configured[/] (settings: routes: [{raw_topic: ...}])")
         raise typer.Exit(2)
+    for warning in settings.window_warnings():
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     from router.dataplane import make_partitioner
     from router.plane_parts import check_sizes
     from schemas.exceptions import SkewrouteError

@@ -38,6 +38,7 @@ def test_config_loads_builds_and_relates_its_windows(path: Path) -> None:
         assert route.window.kind == "time"
         assert route.window.slide == duration_ms(s.spark.trigger_interval), route.route_name  # slide = trigger
         assert route.window.size % route.window.slide == 0  # a whole number of slides
+    assert s.window_warnings() == []  # so the router does not warn about them
     spec = agg_spec(s.spark)
     assert spec.aggregations and duration_ms(s.spark.window) > 0
     if s.spark.sink == "parquet":

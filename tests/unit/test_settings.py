@@ -225,3 +225,60 @@ def test_spark_intervals_are_read_in_the_forms_the_settings_use(text: str, ms: i
     from schemas.spark_settings import interval_ms
 
     assert interval_ms(text) == ms
+
+
+def test_a_route_window_follows_the_spark_trigger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        textwrap.dedent(
+            """
+            routes:
+              - raw_topic: plain                      # no window: a time window of 12 triggers
+              - raw_topic: sized
+                window: {size: 300000}              # the slide still follows the trigger
+              - raw_topic: counted
+                window: {kind: count, size: 50000}  # tuples: kept as written
+              - raw_topic: pinned
+                window: {slide: 2000}               # written: kept, and warned about
+            spark: {trigger_interval: "2 seconds"}
+            """
+        )
+    )
+    monkeypatch.setenv("SKEWROUTE_SPARK__TRIGGER_INTERVAL", "10 seconds")  # the environment's trigger wins
+    s = SkewrouteSettings.load(cfg)
+    windows = {r.raw_topic: (r.window.kind, r.window.size, r.window.slide) for r in s.routes}
+    assert windows == {
+        "plain": ("time", 120_000, 10_000),
+        "sized": ("time", 300_000, 10_000),
+        "counted": ("count", 50_000, 1_000),
+        "pinned": ("time", 60_000, 2_000),
+    }
+    [warning] = s.window_warnings()
+    assert warning.startswith("routes[3] (pinned): window.slide 2000 ms differs from spark.trigger_interval")
+    assert "10 seconds" in warning
+
+
+def test_a_route_window_without_the_trigger_to_follow() -> None:
+    plain = SkewrouteSettings.load(routes=[{"raw_topic": "a"}])  # Spark's default trigger: 5 s
+    assert (plain.routes[0].window.size, plain.routes[0].window.slide) == (60_000, 5_000)
+    assert plain.window_warnings() == []
+    unread = SkewrouteSettings.load(routes=[{"raw_topic": "a"}], spark={"trigger_interval": "INTERVAL '7' SECOND"})
+    assert unread.routes[0].window.slide == 5_000 and unread.window_warnings() == []
+    with pytest.raises(ConfigError, match=r"routes\[0\]\.window: size \(3000 ms\) is shorter than spark"):
+        SkewrouteSettings.load(routes=[{"raw_topic": "a", "window": {"size": 3000}}])
+
+
+def test_the_router_warns_about_a_slide_that_is_not_the_trigger(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from router.cli import app
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "kafka: {bootstrap_servers: '127.0.0.1:1'}\n"
+        "routes:\n  - raw_topic: clicks\n    window: {slide: 1000}\n"
+        "spark: {trigger_interval: '5 seconds'}\n"
+    )
+    res = CliRunner().invoke(app, ["router", "--config", str(cfg), "--broker-wait", "0"])
+    assert res.exit_code != 0  # no broker there
+    assert "warning: routes[0] (clicks): window.slide 1000 ms differs from spark.trigger_interval" in res.output
