@@ -52,6 +52,7 @@ __all__ = [
     "measure",
     "micro_batch_metrics",
     "run_sweep",
+    "stream_keys",
     "sweep_markdown",
     "write_sweep",
 ]
@@ -79,6 +80,7 @@ class Cell:
     skew: float | None = None  # Zipf exponent (None for the data sets)
     window: int = 20_000  # micro-batch size W (tuples): slide = W, window = 12 W, metric per W
     aligned: bool = False  # batches of exactly W tuples (the earlier per-batch measurement), not random ones
+    slides: int = 1  # slides per micro-batch: slide = W / slides (a route whose slide is shorter than the trigger)
 
 
 @dataclass
@@ -123,7 +125,7 @@ def grid(
     return cells
 
 
-def _stream(spec: str) -> npt.NDArray[np.int64]:
+def stream_keys(spec: str) -> npt.NDArray[np.int64]:
     """The cell's keys as dense int ids (string keys are numbered)."""
     keys = np.concatenate([np.asarray(k) for k, _ in make_workload(spec).batches()])
     if keys.dtype.kind in "iu":
@@ -149,10 +151,15 @@ def replication_floor(keys: npt.NDArray[np.int64], n: int, window: int, target: 
 
 
 def measure(
-    name: str, keys: npt.NDArray[np.int64], n: int, window: int = 20_000, *, aligned: bool = False
+    name: str, keys: npt.NDArray[np.int64], n: int, window: int = 20_000, *, aligned: bool = False, slides: int = 1
 ) -> tuple[float, float, float]:
-    """``(balance, replication, tuples/s)`` of partitioner ``name`` on ``keys``, micro-batches of ``window``."""
-    part = create(name, n, window=12 * window, slide=window, seed=1)
+    """``(balance, replication, tuples/s)`` of partitioner ``name`` on ``keys``, micro-batches of ``window``.
+
+    The partitioner's slide is ``window / slides`` (its window 12 slides): ``slides = 1`` is a route whose slide
+    is the Spark trigger.
+    """
+    slide = max(1, window // slides)
+    part = create(name, n, window=12 * slide, slide=slide, seed=1)
     times = np.arange(keys.shape[0], dtype=np.int64)
     out = np.empty(keys.shape[0], dtype=np.int64)
     size = keys.shape[0]
@@ -186,11 +193,11 @@ def caps(result: Result) -> tuple[float, float]:
 
 def run_cell(cell: Cell, names: Sequence[str], keys: npt.NDArray[np.int64] | None = None) -> Result:
     """Measure every partitioner of ``names`` on ``cell`` and mark the frontier."""
-    keys = _stream(cell.spec) if keys is None else keys
+    keys = stream_keys(cell.spec) if keys is None else keys
     res = Result(cell, floor=replication_floor(keys, cell.n, cell.window))
     for name in names:
         res.balance[name], res.replication[name], res.rate[name] = measure(
-            name, keys, cell.n, cell.window, aligned=cell.aligned
+            name, keys, cell.n, cell.window, aligned=cell.aligned, slides=cell.slides
         )
     for name in names:
         res.dominators[name] = dominated_by(res, name)
@@ -206,7 +213,7 @@ def run_sweep(
     out = []
     for cell in cells:
         if cell.spec not in streams:
-            streams[cell.spec] = _stream(cell.spec)
+            streams[cell.spec] = stream_keys(cell.spec)
         res = run_cell(cell, names, streams[cell.spec])
         out.append(res)
         if progress is not None:
@@ -233,8 +240,12 @@ def summary(results: Sequence[Result], focus: str = "dalton") -> dict[str, objec
     }
 
 
+def _slide_note(cell: Cell) -> str:
+    return f" slide W/{cell.slides}" if cell.slides > 1 else ""
+
+
 def _where(r: Result) -> str:
-    return f"{r.cell.label} n={r.cell.n} W={r.cell.window}"
+    return f"{r.cell.label} n={r.cell.n} W={r.cell.window}{_slide_note(r.cell)}"
 
 
 def sweep_markdown(results: Sequence[Result], focus: str = "dalton") -> str:
@@ -256,7 +267,7 @@ def sweep_markdown(results: Sequence[Result], focus: str = "dalton") -> str:
     ]
     for r in results:
         cells = [f"{r.balance[x]:.3f} / {r.replication[x]:.3f}{' *' if x in r.frontier else ''}" for x in names]
-        w = f"{r.cell.window}{' aligned' if r.cell.aligned else ''}"
+        w = f"{r.cell.window}{' aligned' if r.cell.aligned else ''}{_slide_note(r.cell)}"
         lines.append(f"| {r.cell.label} | {r.cell.n} | {w} | {r.floor:.3f} | " + " | ".join(cells) + " |")
     if focus in names:
         s = summary(results, focus)

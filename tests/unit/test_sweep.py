@@ -16,6 +16,7 @@ from benchmarks.sweep import (
     measure,
     replication_floor,
     run_sweep,
+    stream_keys,
     summary,
     write_sweep,
 )
@@ -69,6 +70,14 @@ def test_replication_floor_counts_the_pieces_a_hot_key_needs() -> None:
 def test_aligned_batches_are_the_earlier_measurement() -> None:
     keys = np.random.default_rng(0).integers(0, 100, 4_000).astype(np.int64)
     assert measure("hash", keys, 4, 1_000, aligned=True)[:2] == measure("hash", keys, 4, 1_000)[:2]  # stateless
+
+
+def test_a_slide_shorter_than_the_micro_batch_splits_keys_more() -> None:
+    """Why a route's slide follows the Spark trigger: a 1 s slide under a 5 s trigger re-places keys 5 times."""
+    keys = stream_keys("zipf:s=1.5,keys=10000,tuples=100000,perm=1,seed=42")
+    _, per_trigger, _ = measure("dalton", keys, 32, 20_000)
+    _, per_fifth, _ = measure("dalton", keys, 32, 20_000, slides=5)
+    assert per_trigger < 1.05 < per_fifth - 0.05
 
 
 @pytest.fixture(scope="module")
