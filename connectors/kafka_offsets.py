@@ -37,6 +37,8 @@ __all__ = [
     "LATEST",
     "is_tansu",
     "Offsets",
+    "DRIVER_PROBE_CONF",
+    "PROBE_POLL_S",
     "make_probe_consumer",
     "parse_starting_offsets",
     "Probe",
@@ -76,6 +78,16 @@ def watermarks(
         low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
         out.append((0 if zero else low, high))
     return out
+
+
+#: How long one ``consume()`` of a probe waits. librdkafka returns a batch when it holds the number of messages
+#: asked for or when this runs out, and a probe cannot know how many records the last batches hold, so each
+#: call waits all of it: at 0.1 s, every probe (one per micro-batch) took at least 0.1 s (BENCHMARKS.md).
+PROBE_POLL_S = 0.005
+
+#: The driver's consumer only probes: a fetch at a partition's end comes back empty (and brings the EOF event)
+#: after at most this wait instead of the readers' 20 ms. The caller's settings override it.
+DRIVER_PROBE_CONF: dict[str, Any] = {"fetch.wait.max.ms": 5}
 
 
 def make_probe_consumer(conf: Mapping[str, Any]) -> Consumer:
@@ -172,7 +184,7 @@ def probe_partitions(
     try:
         deadline = time.monotonic() + timeout
         while pending and time.monotonic() < deadline:
-            for m in consumer.consume(10_000, timeout=0.1):
+            for m in consumer.consume(10_000, timeout=PROBE_POLL_S):
                 key = (m.topic(), m.partition())
                 off = m.offset() or 0
                 err = m.error()

@@ -46,6 +46,7 @@ from pyspark.sql.types import (
 )
 
 from connectors.kafka_offsets import (
+    DRIVER_PROBE_CONF,
     EARLIEST,
     LATEST,
     is_tansu,
@@ -208,8 +209,8 @@ class _Reading:
         return self._tansu
 
     def _consumer(self) -> Consumer:
-        if self._client is None:
-            self._client = self.cfg.consumer()
+        if self._client is None:  # the driver's: it only probes (executors read with cfg.consumer())
+            self._client = make_probe_consumer({**DRIVER_PROBE_CONF, **dict(self.cfg.conf)})
         return self._client
 
     def _resolve(self, spec: str) -> Offsets:

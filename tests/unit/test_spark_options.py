@@ -38,6 +38,19 @@ def test_reader_pickles_without_a_client() -> None:
     assert clone._client is None and clone.cfg == reader.cfg
 
 
+def test_the_drivers_consumer_waits_briefly_at_a_partition_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It only probes (one probe per micro-batch); readers keep their fetch settings; the user's setting wins."""
+    import connectors.spark_source as source
+
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(source, "make_probe_consumer", lambda conf: seen.append(dict(conf)) or object())
+    base = {"subscribe": "t", "kafka.bootstrap.servers": "b:9092"}
+    KafkaStreamReader(_Config.from_options(base))._consumer()
+    KafkaStreamReader(_Config.from_options({**base, "kafka.fetch.wait.max.ms": "50"}))._consumer()
+    _Config.from_options(base).consumer()  # an executor's reader
+    assert [c.get("fetch.wait.max.ms") for c in seen] == [5, "50", None]
+
+
 @pytest.mark.parametrize("missing", ["subscribe", "kafka.bootstrap.servers"])
 def test_required_options(missing: str) -> None:
     opts = {"kafka.bootstrap.servers": "x:1", "subscribe": "t"}
