@@ -29,6 +29,11 @@ __all__ = ["RangeSpec", "ReadConfig", "read_range"]
 
 log = logging.getLogger("skewroute.spark_source")
 _CONSUME_MAX = 10_000
+#: How long one ``consume()`` waits. It asks for the rest of the range plus the partition-EOF event, and returns
+#: early only when it holds that many messages. A range ending in transaction markers (offsets with no record:
+#: every range a transactional router wrote up to the end) never does, so the task's last call waited all of
+#: this: 0.2 s per task before (BENCHMARKS.md, "The offset probe").
+_CONSUME_WAIT_S = 0.02
 #: One idle consumer per configuration per Python worker process. Spark reuses Python workers across tasks
 #: (``spark.python.worker.reuse``), so a task skips the connect + metadata round trips of a new client. Only
 #: the consumer moves between tasks, never offsets: each task assigns its own range.
@@ -140,7 +145,7 @@ def read_range(cfg: ReadConfig, part: RangeSpec) -> Iterator[pa.RecordBatch]:
         consumer.assign([TopicPartition(part.topic, part.partition, next_offset)])
         deadline = time.monotonic() + cfg.read_timeout
         while next_offset < part.end:
-            msgs = consumer.consume(min(_CONSUME_MAX, part.end - next_offset + 1), timeout=0.2)
+            msgs = consumer.consume(min(_CONSUME_MAX, part.end - next_offset + 1), timeout=_CONSUME_WAIT_S)
             if not msgs:
                 if time.monotonic() > deadline:
                     raise BrokerError(
