@@ -40,15 +40,22 @@ def _show(value: Any) -> str:
     return f"`{str(value)!r}`" if isinstance(value, Path) else f"`{value!r}`"
 
 
+def _built(info: FieldInfo) -> Any:
+    """What the field's default factory builds (``PydanticUndefined``: none, or one that needs arguments)."""
+    if info.default_factory is None:
+        return PydanticUndefined
+    try:
+        return info.default_factory()  # type: ignore[call-arg]
+    except TypeError:
+        return PydanticUndefined
+
+
 def _default(info: FieldInfo) -> str:
     if info.default_factory is not None:
-        try:
-            value = info.default_factory()  # type: ignore[call-arg]
-        except TypeError:
+        value = _built(info)
+        if value is PydanticUndefined:
             return ""
-        if isinstance(value, BaseModel):
-            return "(section)"
-        return _show(value)
+        return "(section)" if isinstance(value, BaseModel) else _show(value)
     if info.default is PydanticUndefined:
         return "**required**"
     return _show(info.default)
@@ -57,17 +64,6 @@ def _default(info: FieldInfo) -> str:
 def _plain(value: Any) -> Any:
     """A whole float as an int, as a default written in the model would show."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-def _section_default(info: FieldInfo) -> BaseModel | None:
-    """The default a section field builds, when it is built differently from its model's own defaults."""
-    if info.default_factory is None:
-        return None
-    try:
-        value = info.default_factory()  # type: ignore[call-arg]
-    except TypeError:
-        return None
-    return value if isinstance(value, BaseModel) else None
 
 
 def _rows(model: type[BaseModel], prefix: str, env: str | None, section: BaseModel | None = None) -> list[str]:
@@ -79,7 +75,10 @@ def _rows(model: type[BaseModel], prefix: str, env: str | None, section: BaseMod
         env_name = f"{env}{name.upper()}" if env is not None else ""
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             nested_env = f"{env_name}__" if env is not None else None
-            rows.extend(_rows(tp, f"{path}.", nested_env, _section_default(info)))
+            section_default = _built(info)
+            rows.extend(
+                _rows(tp, f"{path}.", nested_env, section_default if isinstance(section_default, BaseModel) else None)
+            )
             continue
         env_cell = f"`{env_name}`" if env is not None else ""
         built = getattr(section, name, info.default)
