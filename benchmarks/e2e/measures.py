@@ -11,6 +11,10 @@ Makespan: the combiner stage of a micro-batch is a set of tasks with measured ru
 index order to whichever of its ``C`` task slots frees first (list scheduling). :func:`list_schedule` replays
 that for any ``C``, so the measured task times of a run on 2 cores say what the stage would take on 8 or 32.
 
+Floor of the partials: :func:`partials_floor` is the fewest partial aggregates a backlog's micro-batches could
+ship with every combiner task within 1.05x the mean, knowing each micro-batch's exact counts (the sweep's floor,
+counted per ``(window, key)`` group as the job aggregates).
+
 Warm-up: the Spark session keeps getting faster over its first few hundred thousand records (JIT, Python
 workers); :func:`settled` says when two consecutive warm-up passes drain at rates close enough to stop warming.
 """
@@ -24,7 +28,15 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["drift", "list_schedule", "percentiles", "record_latencies", "settled", "tree_cpu_seconds"]
+__all__ = [
+    "drift",
+    "list_schedule",
+    "partials_floor",
+    "percentiles",
+    "record_latencies",
+    "settled",
+    "tree_cpu_seconds",
+]
 
 
 def list_schedule(task_ms: Sequence[float], cores: int) -> float:
@@ -38,6 +50,34 @@ def list_schedule(task_ms: Sequence[float], cores: int) -> float:
         i = min(range(len(slots)), key=slots.__getitem__)
         slots[i] += float(t)
     return max(slots)
+
+
+def partials_floor(
+    keys: npt.ArrayLike, times: npt.ArrayLike, batch: int, n: int, window_ms: int, target: float = 1.05
+) -> list[float]:
+    """Per whole micro-batch of ``batch`` records (the input in event-time order): the fewest partials possible.
+
+    A partial is one ``(window, key)`` group on one combiner. With every one of the ``n`` combiners holding at
+    most ``cap = floor(target * batch / n)`` records, a group of ``c`` records of the micro-batch reaches at
+    least ``ceil(c / cap)`` combiners; the sum over its groups is the micro-batch's floor. Spark's micro-batches
+    of a routed topic span more event time when routers interleave their outputs, so the floor is of the
+    micro-batches an event-time-ordered topic would give.
+    """
+    t = np.asarray(times, dtype=np.int64)
+    order = np.argsort(t, kind="stable")
+    key_ids = np.unique(np.asarray(keys)[order], return_inverse=True)[1].reshape(-1).astype(np.int64)
+    full = t.shape[0] // batch * batch
+    if full == 0:
+        return []
+    window = t[order][:full] // window_ms
+    window -= window.min()
+    group = window * (int(key_ids.max()) + 1) + key_ids[:full]
+    span = int(group.max()) + 1
+    chunk = np.arange(full, dtype=np.int64) // batch
+    pairs, counts = np.unique(chunk * span + group, return_counts=True)
+    cap = max(1, int(target * batch / n))
+    pieces = np.bincount(pairs // span, weights=np.ceil(counts / cap), minlength=full // batch)
+    return [float(x) for x in pieces]
 
 
 def drift(first: float | None, again: float | None) -> float | None:

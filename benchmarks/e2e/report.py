@@ -180,6 +180,14 @@ def verdict(doc: dict[str, Any]) -> list[str]:
     return lines + ["", CANNOT_HELP, ""]
 
 
+def _per_batch(partials: list[int] | None, floor: list[float] | None) -> str:
+    """Mean partials per micro-batch, and in brackets the floor's mean (whole micro-batches of the input)."""
+    if not partials:
+        return "n/a"
+    mean = f"{sum(partials) / len(partials):,.0f}"
+    return f"{mean} ({sum(floor) / len(floor):,.0f})" if floor else mean
+
+
 def _table(doc: dict[str, Any], n: int) -> list[str]:
     back, rate = finished_runs(doc, n, "backlog"), finished_runs(doc, n, "rate")
     base = back.get("direct", {}).get("spark", {}).get("steady_rate")
@@ -187,9 +195,10 @@ def _table(doc: dict[str, Any], n: int) -> list[str]:
         f"### n = {n} combiners, Spark local[2]",
         "",
         "| configuration | drain rec/s (steady) | vs direct | micro-batch ms | latency p50 / p95 / p99 s | "
-        "partials shuffled | all shuffled rows | straggler median | makespan C=2 / 8 / 32 / 128 ms | Spark CPU s | "
-        "router CPU s / M rec | total CPU us / rec | exact |",
-        "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+        "partials shuffled | partials per micro-batch (floor) | records max/mean per micro-batch | all shuffled rows | "
+        "straggler median | makespan C=2 / 8 / 32 / 128 ms | Spark CPU s | router CPU s / M rec | total CPU us / rec | "
+        "exact |",
+        "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
     ]
     for config, r in back.items():
         s = r["spark"]
@@ -200,7 +209,9 @@ def _table(doc: dict[str, Any], n: int) -> list[str]:
         lines.append(
             f"| {config} | {_f(s['steady_rate'])} | {_f(_ratio(s['steady_rate'], base), '.2f')} | {bms} | "
             f"{_f(lat.get('p50'), '.2f')} / {_f(lat.get('p95'), '.2f')} / {_f(lat.get('p99'), '.2f')} | "
-            f"{_f(s['shuffled_partials'])} | {_f(s['shuffled_all_stages'])} | {_f(s['straggler_median'], '.2f')} | "
+            f"{_f(s['shuffled_partials'])} | {_per_batch(s.get('partials_per_batch'), r.get('partials_floor'))} | "
+            f"{_f(s.get('record_max_mean'), '.3f')} | {_f(s['shuffled_all_stages'])} | "
+            f"{_f(s['straggler_median'], '.2f')} | "
             f"{' / '.join(_f(mk.get(f'C{c}')) for c in (2, 8, 32, 128))} | {_f(r['spark_cpu_s'], '.1f')} | "
             f"{_f(r['router_cpu_s_per_million'], '.1f')} | {_f(r['total_cpu_us_per_record'], '.1f')} | "
             f"{'yes' if exact else 'NO'} |"
@@ -328,7 +339,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "Drain: steady micro-batches (all but the first) of the job draining the backlog. Latency: per record, "
         "production -> the first result of its (window, key) counting it, with the input produced at the latency "
         "phase's rate. Makespan: the combiner stage's measured task times list-scheduled on C slots, summed over "
-        "the steady micro-batches. CPU: Spark's process tree while draining; router workers' while routing.",
+        "the steady micro-batches. Partials per micro-batch: the (window, key) groups each combiner task ships, "
+        "averaged over the backlog's micro-batches; the floor is the fewest any placement could ship with every "
+        "combiner task within 1.05x the mean, knowing each micro-batch's exact counts (the input in event-time "
+        "order, in micro-batches of the backlog's size). Records max/mean: the combiner tasks' records per "
+        "micro-batch, weighted by its records. CPU: Spark's process tree while draining; router workers' while "
+        "routing.",
         "",
         *_warm_line(doc),
     ]

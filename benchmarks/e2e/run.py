@@ -54,7 +54,7 @@ from benchmarks.demo.processes import Processes
 from benchmarks.demo.source import DemoInput, build_input
 from benchmarks.e2e.exact import heavy_exactness
 from benchmarks.e2e.feed import KeyedProducer, Routers
-from benchmarks.e2e.measures import drift, percentiles, settled, tree_cpu_seconds
+from benchmarks.e2e.measures import drift, partials_floor, percentiles, settled, tree_cpu_seconds
 from benchmarks.e2e.model import batch_ms_on, model_error
 from benchmarks.e2e.plan import E2EOptions, RunSpec, session_config
 from benchmarks.e2e.query import CORES, RestartingQuery, batch_stages, batch_summary, shuffle_written
@@ -107,6 +107,7 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
         if spec.routed:
             routers = Routers(spec, procs, o.routers).start()
         if backlog:
+            doc["partials_floor"] = partials_floor(data.keys, data.times, o.batch, spec.n, o.window_s * 1000)
             t0 = time.monotonic()
             producer.run_to_end()
             if routers is not None:
@@ -142,7 +143,7 @@ def run_one(spark: Any, spec: RunSpec, data: DemoInput, procs: Processes, rate: 
         run_id = str(handle.query.runId)
         data_batches = [b for b in handle.stats if b.input_rows > 0]
         stages = batch_stages(spark, run_id, [b.combiner_task_ms for b in data_batches])
-        doc["spark"] = batch_summary(handle.stats, stages, o.slots, tuple(sorted({*CORES, spec.n})))
+        doc["spark"] = batch_summary(handle.stats, stages, o.slots, tuple(sorted({*CORES, spec.n})), spec.n)
         doc["spark"]["shuffled_all_stages"] = shuffle_written(spark, run_id)
         if routers is not None:
             doc.setdefault("router_cpu_s", routers.cpu_seconds() - routers.cpu0)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.e2e.measures import drift, list_schedule, percentiles, record_latencies, settled
+from benchmarks.e2e.measures import drift, list_schedule, partials_floor, percentiles, record_latencies, settled
 
 
 def test_list_schedule_replays_spark_handing_tasks_to_the_first_free_slot() -> None:
@@ -92,3 +92,17 @@ def test_drift_of_a_rate_measured_twice() -> None:
     assert drift(10_000.0, 9_000.0) == pytest.approx(-0.1)
     assert drift(None, 1.0) is None and drift(1.0, None) is None and drift(0.0, 1.0) is None
     assert drift(1.0, math.nan) is None
+
+
+def test_partials_floor_counts_the_combiners_each_window_and_key_group_needs() -> None:
+    # two micro-batches of 8 records on n = 2 (cap floor(1.05 * 8 / 2) = 4), 10-s windows
+    keys = ["a"] * 6 + ["b"] * 2 + ["a", "b", "c", "d"] * 2
+    times = [0] * 8 + [10_000, 10_000, 10_000, 10_000, 12_000, 12_000, 19_000, 19_000]
+    # first: a has 6 records (2 combiners), b 2 (1); second: a, b, c, d with 2 records each in one window
+    assert partials_floor(keys, times, 8, 2, 10_000) == [3.0, 4.0]
+    # the input in event-time order: shuffled production order gives the same micro-batches
+    order = [8, 0, 9, 1, 10, 2, 11, 3, 12, 4, 13, 5, 14, 6, 15, 7]
+    assert partials_floor([keys[i] for i in order], [times[i] for i in order], 8, 2, 10_000) == [3.0, 4.0]
+    # a group split by a window boundary is two groups; a trailing part micro-batch is left out
+    assert partials_floor(["a"] * 4, [0, 0, 10_000, 10_000], 4, 2, 10_000) == [2.0]
+    assert partials_floor(["a"] * 3, [0, 0, 0], 4, 2, 10_000) == []

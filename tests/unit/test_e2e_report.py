@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from benchmarks.e2e.report import CANNOT_HELP, _recheck_lines, _warm_line, goals, verdict
+import pytest
+
+from benchmarks.e2e.query import record_max_mean
+from benchmarks.e2e.report import CANNOT_HELP, _per_batch, _recheck_lines, _warm_line, goals, verdict
+from spark_consumers.observability import BatchStats
 
 
 def test_warm_line_lists_the_passes_and_whether_they_settled() -> None:
@@ -99,3 +103,18 @@ def test_a_faster_direct_recheck_is_the_divisor_of_measured_drain_ratios() -> No
     beaten = doc | {"runs": [r | {"spark": r["spark"] | {"steady_rate": 1300}} if r["config"] == "direct-split"
                              and r["n"] == 2 else r for r in doc["runs"]]}  # fmt: skip
     assert "1.20x its first), 0.92x direct-split -- routing does not pay here." in "\n".join(verdict(beaten))
+
+
+def test_the_table_shows_partials_per_micro_batch_against_the_floor_and_the_records_spread() -> None:
+    assert _per_batch([1_000, 2_000], [900.0, 1_100.0]) == "1,500 (1,000)"
+    assert _per_batch([1_000], None) == "1,000"  # a result.json from before the floor
+    assert _per_batch(None, [1.0]) == "n/a"
+    big, small = _batch([60, 20, 20]), _batch([4])
+    # over 4 combiners (a partition without records has no task), weighted by records: (2.4 * 100 + 4.0 * 4) / 104
+    assert record_max_mean([big, small], 4) == pytest.approx((2.4 * 100 + 4.0 * 4) / 104)
+    assert record_max_mean([big], 2) == pytest.approx(1.8)  # at least the tasks there were
+    assert record_max_mean([_batch([])], 4) is None
+
+
+def _batch(records: list[int]) -> BatchStats:
+    return BatchStats("q", 0, "", sum(records), 1, 1.0, combiner_records=records)
