@@ -78,10 +78,33 @@ def _goal(name: str, value: float | None, op: str, target: float, heavy: bool, n
     return {"goal": name, "value": value, "target": f"{op} {target:g}", "met": met, "note": note}
 
 
+def _partial_goals(n: int, d: dict[str, Any] | None, h: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Issue 26's backlog targets, any profile: Dalton's partials against hash's and its records' spread, exact."""
+    if not (d and h):
+        return []
+    exact = bool(d["exactness"]["exact"] and h["exactness"]["exact"])
+    ds, hs = d["spark"], h["spark"]
+    floor = d.get("partials_floor") or []
+    note = f"{ds['shuffled_partials']:,} against {hs['shuffled_partials']:,}"
+    note += f" (floor {sum(floor):,.0f})" if floor else ""
+    note += "" if exact else "; results NOT exact"
+    out = []
+    for name, value, target, why in (
+        ("Dalton partials / hash partials", _ratio(ds["shuffled_partials"], hs["shuffled_partials"]), 1.05, note),
+        ("Dalton combiner records max/mean per micro-batch", ds.get("record_max_mean"), 1.10,
+         f"hash {_f(hs.get('record_max_mean'), '.3f')}" + ("" if exact else "; results NOT exact")),
+    ):  # fmt: skip
+        met = None if value is None else bool(value <= target and exact)
+        out.append({"goal": f"n={n}: {name} (backlog)", "value": value, "target": f"<= {target:g}, exact",
+                    "met": met, "note": why})  # fmt: skip
+    return out
+
+
 def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Issue 28's targets, each measured: name, value, target, met (None when not measured), note (the reason).
 
     The targets hold for the heavy profile; with the light one the same figures are reported without a target.
+    Issue 26's partial and spread targets hold for every profile, when both results are exact.
     """
     out: list[dict[str, Any]] = []
     opts = doc.get("options", {})
@@ -107,6 +130,7 @@ def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     v = _ratio(_rate(d, n), _rate(base, n))
                     out.append(_goal(f"n={n}: Dalton drain / {base['config']} drain (modelled, C = {n})", v, ">=",
                                      want, heavy, _why(d, base)))  # fmt: skip
+        out += _partial_goals(n, d, back.get("hash"))
         if d and direct:
             v = _ratio(d["total_cpu_us_per_record"], direct["total_cpu_us_per_record"])
             note = (

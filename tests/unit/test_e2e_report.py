@@ -118,3 +118,26 @@ def test_the_table_shows_partials_per_micro_batch_against_the_floor_and_the_reco
 
 def _batch(records: list[int]) -> BatchStats:
     return BatchStats("q", 0, "", sum(records), 1, 1.0, combiner_records=records)
+
+
+def test_issue_26_goals_compare_dalton_with_hash_on_the_backlog_for_any_profile() -> None:
+    def run(config: str, partials: int, spread: float, exact: bool = True) -> dict:
+        doc = _run(config, 8, 1000, {8: 1000}, 20)
+        doc["spark"] |= {"shuffled_partials": partials, "record_max_mean": spread}
+        doc["exactness"] = {"exact": exact}
+        doc["partials_floor"] = [1_500.0, 1_400.0]
+        return doc
+
+    doc = _doc("light")
+    doc["runs"] += [run("hash", 6_000, 3.7), run("dalton", 6_240, 1.02)]
+    got = {g["goal"]: g for g in goals(doc)}
+    partials = got["n=8: Dalton partials / hash partials (backlog)"]
+    assert partials["value"] == pytest.approx(1.04) and partials["met"] is True
+    assert "6,240 against 6,000 (floor 2,900)" in partials["note"]
+    spread = got["n=8: Dalton combiner records max/mean per micro-batch (backlog)"]
+    assert spread["met"] is True and spread["note"] == "hash 3.700"
+    doc["runs"][-1] = run("dalton", 6_600, 1.02, exact=False)  # 1.10x, and a wrong result fails both
+    got = {g["goal"]: g for g in goals(doc)}
+    assert got["n=8: Dalton partials / hash partials (backlog)"]["met"] is False
+    assert got["n=8: Dalton combiner records max/mean per micro-batch (backlog)"]["met"] is False
+    assert "NOT exact" in got["n=8: Dalton partials / hash partials (backlog)"]["note"]
