@@ -164,12 +164,17 @@ class DirectPort:
     statistics-window change replaces it by the router's own load, after which locally frequent but
     globally cold keys become hot again (and are split until the reducer expires them). And DSYNC adapts
     while the statistics window does not, so GL (the records of one DSYNC) is rescaled to one statistics
-    window: ``L = GL * stats_window / (period * window_per_clock)``, ``window_per_clock`` being the
-    partitioner's time units per protocol-clock unit (1 in the benchmark, and for time windows over the
-    wall clock of a live stream; ``None`` when they are not comparable, e.g. count windows over Kafka:
-    then ``L = GL``). :meth:`refresh`, called between batches, sets ``L`` again after every window change
-    (with ``clock``, exactly at the change: the partitioner's windows are advanced to the next tuple's
-    time first).
+    window at this router's own pace: ``GL`` is the routers' records over the period this router's last SYNC
+    counted ``r`` of, so ``L = GL / r`` times this router's own load of its last statistics window. That holds
+    whatever the clocks: a backlog routed at ten times its event-time rate would make a DSYNC period of wall
+    clock hold ten statistics windows of event time, and a rescale by the clocks would then set ``L`` ten
+    times too high (almost no key hot, so the largest keys were placed among the tail's). Before this router
+    has counted a SYNC and a whole window: ``L = GL * stats_window / (period * window_per_clock)``,
+    ``window_per_clock`` being the partitioner's time units per protocol-clock unit (1 in the benchmark, and
+    for time windows over the wall clock of a live stream; ``None`` when they are not comparable, e.g. count
+    windows over Kafka: then ``L = GL``). :meth:`refresh`, called between batches, sets ``L`` again after
+    every window change, from that window's own load (with ``clock``, exactly at the change: the
+    partitioner's windows are advanced to the next tuple's time first).
     """
 
     def __init__(
@@ -187,10 +192,15 @@ class DirectPort:
         self.window_per_clock = window_per_clock
         self.global_load: int | None = None  # L: the global load of one statistics window
         self._gl_window = -1
+        self._sent = 0  # records this router counted in its last SYNC (its share of the next GL)
+        self._multiple: float | None = None  # the routers' records per record of this router, from the last GL
+        self._own_load = 0  # this router's own load of its last statistics window, before L was set over it
 
     def payload(self) -> dict[str, Any] | None:
         """``sync_payload()``."""
-        return dict(self.partitioner.sync_payload())
+        body = dict(self.partitioner.sync_payload())
+        self._sent = int(body.get("records") or 0)
+        return body
 
     def abandon(self) -> None:
         """``leave_await()`` (no GLOBAL came in time)."""
@@ -211,7 +221,10 @@ class DirectPort:
         self._advance()
         stats = self.partitioner.stats
         if stats.index != self._gl_window:
-            stats.prev_load = self.global_load  # the window change set the router's own load
+            own = int(stats.prev_load)  # the window change set the router's own load
+            scaled = round(self._multiple * own) if self._multiple is not None and own > 0 else None
+            stats.prev_load = self.global_load if scaled is None else scaled
+            self._own_load = own
             self._gl_window = stats.index
 
     def apply(self, message: dict[str, Any], dsync: float, members: int = 2, period: float = 0.0) -> None:
@@ -219,12 +232,19 @@ class DirectPort:
         p = self.partitioner
         self._advance()
         gl = int(message.get("global_load") or 0)
-        if gl and period > 0 and self.window_per_clock:
+        own = self._own_load if p.stats.index == self._gl_window else int(p.stats.prev_load)
+        if gl and self._sent > 0 and own > 0:  # at this router's own pace (see the class doc)
+            self._multiple = gl / self._sent
+            gl = round(self._multiple * own)
+        elif gl and period > 0 and self.window_per_clock:
+            self._multiple = None
             gl = round(gl * float(p.stats_window) / (period * self.window_per_clock))
+        if gl:
             message = {**message, "global_load": gl}
         p.apply_global(message)  # sets L = GL
         if gl:
             self.global_load = gl
+            self._own_load = own
             self._gl_window = p.stats.index
         alone = members <= 1
         allowed = self.forwarding and (alone or forwarding_allowed(dsync, float(p.slide), self.slide_comparable))

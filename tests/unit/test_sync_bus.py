@@ -280,3 +280,21 @@ def test_port_keeps_the_global_load_per_statistics_window() -> None:
     unscaled.payload()
     unscaled.apply({"global_load": 8000}, 4000, period=4000)
     assert unscaled.partitioner.stats.prev_load == 8000  # units not comparable: L = GL
+
+
+def test_port_takes_the_global_load_at_the_routers_own_pace_not_the_clocks() -> None:
+    # A backlog: the router routes 10 statistics windows of event time per DSYNC period of wall clock, so the
+    # clocks say nothing about how many records a window holds. Its own records say it: it routed 1,000 of the
+    # period's 4,000 (four routers), and 100 in its last whole window, so the routers' load per window is 400.
+    part = DaltonPartitioner(N, window=60_000, slide=1000)
+    port = DirectPort(part)
+    for w in range(10):
+        part.assign(np.arange(100) % 7, np.arange(w * 1000, w * 1000 + 100))
+    port.payload()  # counts the 1,000 records routed since the start
+    port.apply({"global_load": 4000}, 1000, members=4, period=1000)
+    assert part.stats.prev_load == 400  # the clocks would say 4,000 (one window per period)
+    part.assign(np.arange(50) % 7, np.arange(10_000, 10_050))  # the next window: own load 100 -> L from it
+    part.assign(np.arange(50) % 7, np.arange(11_000, 11_050))
+    port.refresh()
+    assert part.stats.prev_load == 200  # this router's 50 of the last window, four times
+    assert part.stats.threshold() == 200 / N
