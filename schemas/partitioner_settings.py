@@ -139,7 +139,7 @@ class DaltonSettings(_Base):
     raw_keys: Literal["auto", "shared", "partitioned"] = Field(
         "auto",
         description="sticky: partitioned = each raw partition holds its own keys (the raw topic is partitioned "
-        "by the routing key), so a router keeps a key on the combiner it spilled to, slide after slide; shared = "
+        "by the routing key), so a router keeps a key on the combiner it last had it on, slide after slide; shared = "
         "routers may see the same keys, which then go back to the first choice every router shares; auto = "
         "partitioned when the route's key is the Kafka message key, shared otherwise",
     )

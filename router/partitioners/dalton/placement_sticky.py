@@ -82,9 +82,10 @@ def place_sticky(
     largest first, fill around them up to the cap. A key new to this scope that was whole on one combiner
     in the last one tries that combiner first (one router: its planned home), so a micro-batch that spans
     several slides, as under a backlog, ships one partial for it, not one per slide. Cooperating routers
-    keep the first choice they share, which carries over from scope to scope by itself; a key one spilled
-    to its second choice goes back there only when no peer sees the key (``raw_keys=partitioned``), else
-    routers that spilled it differently would keep it apart. One router places a key that outgrows the
+    keep the first choice they share, which carries over from scope to scope by itself; a key one put
+    elsewhere (its second choice, or a combiner it spilled to) goes back there only when no peer sees the key
+    (``raw_keys=partitioned``: then as with one router, against the previous scope's mean), else routers that
+    placed it differently would keep it apart. One router places a key that outgrows the
     combiners holding it up to the hold cap, then on one more (whole on the least loaded, or on the ones
     with the most room): a large key reaches as few combiners as its size needs.
     """

@@ -188,8 +188,8 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     for j in range(new.shape[0]):
         i = new[j]
         ok = last[i] >= 0
-        if cooperative:
-            ok = ok and last[i] == c2[i] and own_keys
+        if cooperative:  # peers that see the key may have put it elsewhere: only a router that owns it goes back
+            ok = ok and own_keys
         again[j] = ok
         if ok:
             n_back += 1
@@ -214,7 +214,7 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     rows = 0
     if n_back:
         basis = max(level, last_total / n)
-        room, hold = (cap, hold_cap) if cooperative else (basis * (1 + balance), basis * (1 + 2 * balance))
+        room, hold = basis * (1 + balance), basis * (1 + 2 * balance)  # one router, or one that owns its keys
         rows = place_keys(back, counts, c1, c2, held, loads, room, hold, buf, False, one)
     if cooperative:
         spill = max(level, last_total / n) * (1.0 + 2.0 * balance)
