@@ -77,3 +77,22 @@ def test_auto_follows_the_key_source() -> None:
 def test_an_unknown_value_names_the_field() -> None:
     with pytest.raises(ValueError, match="raw_keys"):
         P.create("dalton", n=4, raw_keys="disjoint")
+
+
+@pytest.mark.parametrize(("raw_keys", "back"), [("partitioned", True), ("shared", False)])
+def test_a_router_that_owns_its_keys_takes_a_key_back_to_wherever_it_last_was(raw_keys: str, back: bool) -> None:
+    # A key a cooperating router last had whole on a combiner that is neither of its two candidates (it spilled
+    # there): the owner takes it back there in the next scope, as one router does; routers sharing keys go back to
+    # the first choice they all share, else two routers that spilled it differently would keep it apart.
+    n = 8
+    part = P.create("dalton", n=n, window=12_000, slide=1_000, seed=1, routers=2, raw_keys=raw_keys)
+    keys = np.arange(400, dtype=np.int64) % 200  # 200 small keys, two tuples each per scope
+    part.assign(keys, np.arange(400, dtype=np.int64))  # scope 0
+    key = 7
+    slot = part.slots.find(part.codec.encode(np.array([key])).ids)[0]
+    first, second = int(part.cand[slot, 1]), int(part.cand[slot, 2])
+    elsewhere = next(c for c in range(n) if c not in (first, second))
+    part.last_comb[slot] = elsewhere
+    out = np.asarray(part.assign(keys, np.arange(1_000, 1_400, dtype=np.int64)))  # scope 1
+    placed = set(out[keys == key].tolist())
+    assert placed == {elsewhere} if back else elsewhere not in placed
