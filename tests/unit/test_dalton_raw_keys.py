@@ -9,6 +9,7 @@ from benchmarks.workloads import zipf_keys
 from router import partitioners as P
 from router.choose.measure import unaligned_batches
 from router.choose.runner import sync_routers
+from router.partitioners.dalton import DaltonPartitioner
 from router.partitioners.metrics import measure as measure_windows
 from router.partitioners.metrics import replication_floor
 from schemas.settings import RouteSettings
@@ -85,7 +86,7 @@ def test_a_router_that_owns_its_keys_takes_a_key_back_to_wherever_it_last_was(ra
     # there): the owner takes it back there in the next scope, as one router does; routers sharing keys go back to
     # the first choice they all share, else two routers that spilled it differently would keep it apart.
     n = 8
-    part = P.create("dalton", n=n, window=12_000, slide=1_000, seed=1, routers=2, raw_keys=raw_keys)
+    part = DaltonPartitioner(n, window=12_000, slide=1_000, seed=1, routers=2, raw_keys=raw_keys)
     keys = np.arange(400, dtype=np.int64) % 200  # 200 small keys, two tuples each per scope
     part.assign(keys, np.arange(400, dtype=np.int64))  # scope 0
     key = 7
