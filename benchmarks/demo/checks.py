@@ -25,6 +25,7 @@ __all__ = [
     "delivery",
     "exactness",
     "record_max_mean",
+    "weighted_record_max_mean",
     "record_skew",
     "reference_aggregates",
     "routing_quality",
@@ -78,19 +79,14 @@ def spark_summary(batches: list[BatchStats], n: int = 0) -> dict[str, float]:
     ratios = [b.straggler_ratio for b in data if b.straggler_ratio is not None]
     task_max = [max(b.combiner_task_ms) for b in data if b.combiner_task_ms]
     skew = [record_skew(b) for b in data if b.combiner_records]
-    spread_of = [b for b in data if b.combiner_records and sum(b.combiner_records)] if n else []
-    spread = [record_max_mean(b, n) for b in spread_of]
+    spread = weighted_record_max_mean(data, n) if n else None
     return {
         "batches": float(len(data)),
         "input_rows": float(sum(b.input_rows for b in data)),
         "shuffled_partials": float(sum(b.shuffled_partials for b in data)),
         "partials_per_record": sum(b.shuffled_partials for b in data) / max(1, sum(b.input_rows for b in data)),
         "partials_per_batch": float(np.mean([b.shuffled_partials for b in data])) if data else math.nan,
-        # weighted by the micro-batch's records: a trailing micro-batch of 16 records (max/mean 4.5 however they
-        # are placed) must not outweigh the ones that hold the work
-        "record_max_mean": float(np.average(spread, weights=[sum(b.combiner_records) for b in spread_of]))
-        if spread
-        else math.nan,
+        "record_max_mean": math.nan if spread is None else spread,
         "straggler_mean": float(np.mean(ratios)) if ratios else math.nan,
         "straggler_max": float(np.max(ratios)) if ratios else math.nan,
         "record_skew_mean": float(np.mean(skew)) if skew else math.nan,
@@ -107,9 +103,25 @@ def record_skew(b: BatchStats) -> float:
 
 
 def record_max_mean(b: BatchStats, n: int) -> float:
-    """The ratio max / mean of records read per combiner task in one micro-batch, over all ``n`` combiners."""
+    """The ratio max / mean of records read per combiner task in one micro-batch, over at least ``n`` tasks.
+
+    A combiner partition without records in the micro-batch has no task and counts as an empty one.
+    """
     total = float(sum(b.combiner_records))
-    return max(b.combiner_records) * n / total if total > 0 else math.nan
+    return max(b.combiner_records) * max(n, len(b.combiner_records)) / total if total > 0 else math.nan
+
+
+def weighted_record_max_mean(batches: list[BatchStats], n: int) -> float | None:
+    """:func:`record_max_mean` over the micro-batches with records, weighted by their records (``None``: none).
+
+    A trailing micro-batch of 16 records (max/mean 4.5 however they are placed) must not outweigh the ones that
+    hold the work.
+    """
+    spread_of = [b for b in batches if b.combiner_records and sum(b.combiner_records)]
+    if not spread_of:
+        return None
+    weights = [sum(b.combiner_records) for b in spread_of]
+    return float(np.average([record_max_mean(b, n) for b in spread_of], weights=weights))
 
 
 def sync_summary(run: PipelineRun) -> dict[str, float]:

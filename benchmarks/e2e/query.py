@@ -17,6 +17,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from benchmarks.demo.checks import weighted_record_max_mean
 from benchmarks.e2e.measures import list_schedule
 from benchmarks.e2e.model import SLOTS, breakdown, modelled_drain
 from benchmarks.e2e.plan import RunSpec, base_config
@@ -121,17 +122,6 @@ def batch_stages(spark: SparkSession, run_id: str, combiner_ms: list[list[int]])
     return out
 
 
-def record_max_mean(batches: list[BatchStats], combiners: int) -> float | None:
-    """Combiner records max/mean per micro-batch, weighted by its records (over at least ``combiners`` tasks).
-
-    A combiner partition without records in a micro-batch has no task and counts as an empty one; a trailing
-    micro-batch of a few records (max/mean high however they are placed) weighs what it holds.
-    """
-    spread = [(max(b.combiner_records) * max(combiners, len(b.combiner_records)) / sum(b.combiner_records),
-               sum(b.combiner_records)) for b in batches if b.combiner_records and sum(b.combiner_records)]  # fmt: skip
-    return sum(r * w for r, w in spread) / sum(w for _, w in spread) if spread else None
-
-
 def batch_summary(batches: list[BatchStats], stages: list[list[list[int]] | None] | None = None, slots: int = 2,
                   modelled: tuple[int, ...] = CORES, combiners: int = 0) -> dict[str, Any]:  # fmt: skip
     """Drain rate and combiner-stage figures over the micro-batches that read records.
@@ -140,7 +130,7 @@ def batch_summary(batches: list[BatchStats], stages: list[list[list[int]] | None
     the steady batches of the list-scheduled combiner stage on each of :data:`CORES` slots. ``stages``: per data
     batch, every stage's task times (:func:`batch_stages`); with them, ``model`` holds the drain modelled on each
     of ``modelled`` slots from this run on ``slots`` slots (:mod:`benchmarks.e2e.model`). ``combiners``: the
-    tasks a micro-batch's records max/mean counts at least (:func:`record_max_mean`).
+    tasks a micro-batch's records max/mean counts at least (:func:`benchmarks.demo.checks.record_max_mean`).
     """
     data = [b for b in batches if b.input_rows > 0]
     stage_ms = stages if stages is not None and len(stages) == len(data) else [None] * len(data)
@@ -159,7 +149,7 @@ def batch_summary(batches: list[BatchStats], stages: list[list[list[int]] | None
         "batch_ms": [b.batch_ms for b in data],
         "shuffled_partials": sum(b.shuffled_partials for b in data),
         "partials_per_batch": [b.shuffled_partials for b in data],
-        "record_max_mean": record_max_mean(data, combiners),
+        "record_max_mean": weighted_record_max_mean(data, combiners),
         "straggler_median": statistics.median(strag) if strag else None,
         "straggler_mean": statistics.fmean(strag) if strag else None,
         "record_ratio_mean": statistics.fmean(rec) if rec else None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.e2e.query import record_max_mean
+from benchmarks.demo.checks import weighted_record_max_mean as record_max_mean
 from benchmarks.e2e.report import CANNOT_HELP, _per_batch, _recheck_lines, _warm_line, goals, verdict
 from spark_consumers.observability import BatchStats
 
