@@ -77,9 +77,10 @@ def route_planned(keys: I64, plan: Plan, n: int, cap: int) -> I64:
     reached: dict[int, list[int]] = {}
     for t, k in enumerate(keys.tolist()):
         held = reached.setdefault(k, [])
-        c = next((p[0] for p in quota.get(k, ()) if p[1] > 0 and load[p[0]] < cap), -1)
-        if c >= 0:
-            next(p for p in quota[k] if p[0] == c)[1] -= 1
+        piece = next((p for p in quota.get(k, ()) if p[1] > 0 and load[p[0]] < cap), None)
+        if piece is not None:  # the planned piece the tuple takes, found once
+            c = piece[0]
+            piece[1] -= 1
         else:
             c = next((b for b in held if load[b] < cap), -1)
             if c < 0:
