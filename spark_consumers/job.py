@@ -14,9 +14,9 @@ Cluster form (see ``deploy/spark-submit.sh``)::
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,8 @@ from spark_consumers.aggregations import (
 from spark_consumers.observability import CombinerMetricsListener, RunStats
 from spark_consumers.session import build_session
 from spark_consumers.sinks import attach_sink, results_topic_spec
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "JobHandle",
@@ -173,9 +175,15 @@ class JobHandle:
         """Per-batch combiner stats so far (``.rows_dropped_by_watermark``: the total dropped as late)."""
         return RunStats(self.listener.stats)
 
-    def stop(self) -> None:
-        """Stop the query and detach the listener."""
+    def stop(self, settle_s: float = 30.0) -> None:
+        """Stop the query and detach the listener, once it has handled the query's last progress event.
+
+        Spark delivers progress events asynchronously; ``settle_s`` bounds the wait for the last one.
+        """
         self.query.stop()
+        last = self.query.lastProgress
+        if last is not None and not self.listener.wait_handled(last.name or str(last.id), int(last.batchId), settle_s):
+            log.warning("skewroute spark: the metrics of batch %s never reached the listener", last.batchId)
         self.spark.streams.removeListener(self.listener)
 
 
@@ -298,7 +306,6 @@ def run_job(
     except KeyboardInterrupt:
         pass
     finally:
-        time.sleep(0.5)  # let the listener see the last progress event
         handle.stop()
     exc = handle.query.exception()
     if exc is not None:

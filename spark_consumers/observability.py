@@ -188,6 +188,10 @@ def _stage_tasks(spark: SparkSession, stage_id: int) -> list[dict[str, int]]:
     return out
 
 
+#: how long the listener waits for Spark's status store to hold a finished batch's combiner stage
+STATUS_WAIT_S = 10.0
+
+
 def combiner_stage_stats(spark: SparkSession, job_ids: list[int], wait_s: float = 5.0) -> dict[str, Any] | None:
     """The combiner stage among the stages of ``job_ids``: the one reading no shuffle and writing one.
 
@@ -240,6 +244,8 @@ class CombinerMetricsListener(StreamingQueryListener):
         self.stats: list[BatchStats] = []
         self._seen_jobs: set[int] = set()
         self._lock = threading.Lock()
+        self._handled = threading.Condition(self._lock)  # notified after each progress event, recorded or not
+        self._last_handled: dict[str, int] = {}  # query -> the last batch id whose progress event was handled
         if progress_log is not None:
             progress_log.parent.mkdir(parents=True, exist_ok=True)
 
@@ -254,20 +260,36 @@ class CombinerMetricsListener(StreamingQueryListener):
 
     def onQueryProgress(self, event: Any) -> None:
         """Record the combiner stage of the batch that just finished (never raises into Spark)."""
+        p = event.progress
         try:
-            self._record(event.progress)
+            self._record(p)
         except Exception as exc:  # observability must not stop the query
             print(f"skewroute observability: batch metrics unavailable: {exc}")
+        finally:
+            with self._handled:
+                self._last_handled[p.name or str(p.id)] = int(p.batchId)
+                self._handled.notify_all()
+
+    def wait_handled(self, query: str, batch_id: int, timeout: float) -> bool:
+        """Wait until the progress event of ``query``'s batch ``batch_id`` (or a later one) has been handled.
+
+        Spark delivers progress events to listeners asynchronously: a query that has just ended may still have
+        its last event on the way. False when ``timeout`` seconds pass first.
+        """
+        deadline = time.monotonic() + timeout
+        with self._handled:
+            while self._last_handled.get(query, -1) < batch_id:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._handled.wait(left)
+        return True
 
     def _record(self, p: Any) -> None:
         name = p.name or str(p.id)
         if self.query_names is not None and name not in self.query_names:
             return
-        tracker = self._session.sparkContext.statusTracker()
-        with self._lock:
-            jobs = [j for j in tracker.getJobIdsForGroup(str(p.runId)) if j not in self._seen_jobs]
-            self._seen_jobs.update(jobs)
-        stage = combiner_stage_stats(self._session, sorted(jobs)) if p.numInputRows else None
+        stage = self._combiner_stage(p) if p.numInputRows else None
         ops = list(p.stateOperators or [])
         stats = BatchStats(
             query=name,
@@ -297,6 +319,30 @@ class CombinerMetricsListener(StreamingQueryListener):
             med_rec = statistics.median(stats.combiner_records)
             stats.record_ratio = round(max(stats.combiner_records) / med_rec, 3) if med_rec > 0 else None
         self._publish(stats)
+
+    def _combiner_stage(self, p: Any, wait_s: float = STATUS_WAIT_S) -> dict[str, Any] | None:
+        """The combiner stage of the batch of progress ``p``, once the status store holds all of it.
+
+        The status store is fed asynchronously, and on a loaded machine it can lag behind the progress event:
+        the batch's jobs not yet listed, or its stage not yet complete. So this looks again (jobs included)
+        until the stage's tasks have read every input row of the batch, for up to ``wait_s`` seconds, and then
+        takes what it has.
+        """
+        tracker = self._session.sparkContext.statusTracker()
+        deadline = time.monotonic() + wait_s
+        jobs: list[int] = []
+        while True:
+            with self._lock:
+                new = [j for j in tracker.getJobIdsForGroup(str(p.runId)) if j not in self._seen_jobs]
+                self._seen_jobs.update(new)
+            jobs.extend(new)
+            left = deadline - time.monotonic()
+            stage = combiner_stage_stats(self._session, sorted(jobs), wait_s=max(0.0, left))
+            if stage is not None and sum(t["records"] for t in stage["tasks"]) >= int(p.numInputRows):
+                return stage
+            if time.monotonic() >= deadline:
+                return stage
+            time.sleep(0.1)
 
     def _publish(self, s: BatchStats) -> None:
         with self._lock:

@@ -47,3 +47,52 @@ def test_rows_dropped_by_watermark_are_summed_and_warned(caplog) -> None:
     assert "batch 1 dropped 3 rows later than the watermark (3 so far" in first
     assert "batch 3 dropped 4 rows later than the watermark (7 so far" in second
     assert "spark.watermark (now 20 seconds)" in first and "several routers" in first
+
+
+def _progress(batch: int, rows: int = 0) -> SimpleNamespace:
+    return SimpleNamespace(
+        name="q", id="id", runId="run", batchId=batch, timestamp="", numInputRows=rows, durationMs={},
+        processedRowsPerSecond=0.0, stateOperators=[], sources=[],
+    )  # fmt: skip
+
+
+def test_stopping_waits_for_the_last_progress_event_delivered_late() -> None:
+    import threading
+
+    from spark_consumers.observability import CombinerMetricsListener
+
+    listener = CombinerMetricsListener(None, None, None, "python")  # type: ignore[arg-type]
+    listener.onQueryProgress(SimpleNamespace(progress=_progress(0)))
+    assert listener.wait_handled("q", 0, timeout=0.01)
+    assert not listener.wait_handled("q", 1, timeout=0.05)  # not delivered yet
+    late = threading.Timer(0.2, lambda: listener.onQueryProgress(SimpleNamespace(progress=_progress(1))))
+    late.start()
+    assert listener.wait_handled("q", 1, timeout=10)
+    assert [s.batch_id for s in listener.stats] == [0, 1]
+    broken = _progress(2, rows=5)
+    broken.runId = None  # recording it fails (no Spark here): the event still counts as handled
+    listener.onQueryProgress(SimpleNamespace(progress=broken))
+    assert listener.wait_handled("q", 2, timeout=0.01)
+
+
+def test_combiner_stage_is_looked_for_again_while_the_status_store_lags(monkeypatch) -> None:
+    import spark_consumers.observability as obs
+
+    looks: list[list[int]] = []
+    groups = iter([[], [7], [7, 8]])  # the batch's jobs reach the status store late, one by one
+
+    def stage_of(_spark: object, jobs: list[int], wait_s: float = 0) -> dict | None:
+        looks.append(jobs)
+        records = {(): None, (7,): [2, 1], (7, 8): [2, 3]}[tuple(jobs)]
+        return None if records is None else {"stage": 1, "tasks": [{"records": r} for r in records]}
+
+    tracker = SimpleNamespace(getJobIdsForGroup=lambda _g: next(groups))
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))
+    monkeypatch.setattr(obs, "combiner_stage_stats", stage_of)
+    listener = obs.CombinerMetricsListener(spark, None, None, "python")  # type: ignore[arg-type]
+    stage = listener._combiner_stage(_progress(0, rows=5), wait_s=10)
+    assert looks == [[], [7], [7, 8]]  # until its tasks have read all 5 input rows
+    assert stage is not None and [t["records"] for t in stage["tasks"]] == [2, 3]
+    groups = iter([[9]] * 100)
+    monkeypatch.setattr(obs, "combiner_stage_stats", lambda *_a, **_k: {"stage": 2, "tasks": [{"records": 1}]})
+    assert listener._combiner_stage(_progress(1, rows=5), wait_s=0.3) == {"stage": 2, "tasks": [{"records": 1}]}
