@@ -178,9 +178,12 @@ class JobHandle:
     def stop(self, settle_s: float = 30.0) -> None:
         """Stop the query and detach the listener, once it has handled the query's last progress event.
 
-        Spark delivers progress events asynchronously; ``settle_s`` bounds the wait for the last one.
+        Spark delivers progress events asynchronously; ``settle_s`` bounds the wait for the last one. A query
+        that ended by itself is not stopped again: its thread may still be finishing, and stopping it then
+        cancels a job group without jobs (a WARN line from Spark's scheduler).
         """
-        self.query.stop()
+        if self.query.isActive:
+            self.query.stop()
         last = self.query.lastProgress
         if last is not None and not self.listener.wait_handled(last.name or str(last.id), int(last.batchId), settle_s):
             log.warning("skewroute spark: the metrics of batch %s never reached the listener", last.batchId)
