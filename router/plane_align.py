@@ -22,9 +22,10 @@ records up to its first one past ``floor + align_ms`` and holds the rest (they a
 not committed); what it routes goes out merged by event time in slices of a tenth of ``align_ms`` (each partition's
 records keep their order). A partition holding a batch's worth (``cap``, the batch size) is paused (and sought to
 just after its last consumed record, so the consumer drops what it had fetched ahead; it is fetched again after the
-resume) and resumed once it holds less. The partition at the floor never holds a record, so the route always
-advances; a partition that delivered nothing yet but has records waiting holds every other one back until it
-delivers (its event time is unknown), for at most ``stale_s``.
+resume) and resumed once it holds less, with a seek to that position again when it delivered nothing meanwhile
+(librdkafka otherwise took about 0.75 s to fetch it again). The partition at the floor never holds a record, so
+the route always advances; a partition that delivered nothing yet but has records waiting holds every other one
+back until it delivers (its event time is unknown), for at most ``stale_s``.
 
 What it does not do: wait for a partition with nothing to read (live routing is held only to route records already
 waiting in a partition behind before the newer ones of another), nor for one that stopped delivering with records
@@ -114,6 +115,9 @@ class EventTimeAlign:
         self.seen: dict[int, float] = {}  # raw partition -> clock() when it last delivered (or was assigned)
         self.start: dict[int, int] = {}  # raw partition -> committed offset when assigned (-1: none)
         self.paused: set[int] = set()
+        #: raw partition -> the offset it was paused (and sought) at, while it has delivered nothing since: where
+        #: the consumer stands, sought again at the resume
+        self.resume_at: dict[int, int] = {}
         self.pauses = 0  # partitions paused so far
         self.most = 0  # the most records held at once
 
@@ -146,6 +150,7 @@ class EventTimeAlign:
             delivered[p] = min(o, delivered.get(p, o))
         for p, o in delivered.items():
             self.seen[p] = now
+            self.resume_at.pop(p, None)  # it moved on from where it was paused
             h = self.held.get(p)
             last = h.last() if h is not None else None
             if h is not None and last is not None and o <= last:  # repositioned (a rebalance): read again
@@ -204,6 +209,7 @@ class EventTimeAlign:
             for d in (self.held, self.front, self.seen, self.start):
                 d.pop(p, None)
         self.paused -= set(parts)
+        self.resume_at.clear()  # positions may have moved: the consumer's own are the ones to fetch from
         self.inflight.clear()  # the batches in flight were completed, or are dropped: read again
         if self.peers is not None:  # the peers' partitions restart from their commits too
             self.peers.rewarm()
@@ -220,6 +226,7 @@ class EventTimeAlign:
         ]:
             first[p] = min(o, first.get(p, o))
         self.held = {}
+        self.resume_at.clear()  # the partitions are sought back: never to where they were paused
         self.inflight.clear()
         return [SourceRecord(self.raw_topic, p, o, None, None) for p, o in first.items()]
 
@@ -362,16 +369,27 @@ class EventTimeAlign:
             with contextlib.suppress(KafkaException):  # no longer ours: its new owner starts from the commit
                 consumer.pause([tp])
                 consumer.seek(tp)
+            self.resume_at[p] = o + 1
             self.paused.add(p)
             self.pauses += 1
 
     def _resume(self, consumer: Any, parts: set[int]) -> None:
+        """Resume ``parts``; each one that delivered nothing since its pause is sought again where it stands.
+
+        librdkafka fetched partitions resumed after a pause of every partition only 0.75 s later; a seek starts
+        the fetch at once (BENCHMARKS.md, "What ``align_ms`` costs a worker's catch-up").
+        """
         from confluent_kafka import KafkaException, TopicPartition
 
         if not parts:
             return
         with contextlib.suppress(KafkaException):
             consumer.resume([TopicPartition(self.raw_topic, p) for p in sorted(parts)])
+        for p in sorted(parts):
+            at = self.resume_at.pop(p, None)
+            if at is not None:
+                with contextlib.suppress(KafkaException):  # no longer ours: its new owner starts from the commit
+                    consumer.seek(TopicPartition(self.raw_topic, p, at))
         self.paused -= parts
         now = self._clock()
         for p in parts:  # it delivers again after a fetch: until then it counts as if just assigned
