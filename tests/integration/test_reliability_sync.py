@@ -118,6 +118,9 @@ def test_killed_reducer_is_replaced_in_bounded_time_and_routing_goes_on(
     # rebalance once the killed worker's session times out (~3 s join), so every 4 s of the run routed records
     assert all(sum(flow[i : i + 4]) > 0 for i in range(len(flow) - 3)), flow
     assert {g.reducer for g in after} == {"wb"} and len(after) >= 10  # learning resumed under the next lowest id
-    assert after[-1].members == ["wb", "wc"]
+    # the survivors are the members: wa only in the round in flight at the kill; both survivors in most rounds (a
+    # round may close with one SYNC during the rebalance, and at the end, when the workers stop one by one)
+    assert all("wa" not in g.members for g in after[1:])
+    assert sum(g.members == ["wb", "wc"] for g in after) >= len(after) / 2, [g.members for g in after]
     rounds = [g.round for g in after]
     assert rounds == sorted(rounds) and len(set(rounds)) == len(rounds)
