@@ -23,7 +23,7 @@ from benchmarks.workloads import make_workload, tagged_batches
 from router.choose.inprocess import SyncOptions, make_bus
 from router.choose.runner import BenchResult, BenchSpec, run_bench
 from router.partitioners import create
-from router.sync.client import as_syncable
+from router.sync.port import as_syncable
 
 __all__ = ["ConvergenceRun", "DsyncTrace", "convergence", "convergence_time", "dsync_trace", "settle_time"]
 

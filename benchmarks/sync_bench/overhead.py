@@ -18,9 +18,9 @@ from benchmarks.workloads import zipf_probabilities
 from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from router.partitioners import create
-from router.sync.client import DirectPort, as_syncable
 from router.sync.kafka import KafkaSyncTransport, wall_ms
 from router.sync.node import NodeConfig, SyncNode
+from router.sync.port import DirectPort, as_syncable
 from router.sync.reducer import DsyncPolicy
 from schemas.settings import KafkaSettings
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from functools import partial
 
 from router.choose.inprocess import NodeFactory
-from router.sync.client import PartitionerPort
 from router.sync.node import NodeConfig, SyncNode
+from router.sync.port import PartitionerPort
 
 __all__ = ["Delay", "SlowReducerNode", "slow_reducer"]
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from router.sync.client import DirectPort, SyncablePartitioner
 from router.sync.node import NodeConfig, SyncNode
+from router.sync.port import DirectPort, SyncablePartitioner
 from router.sync.reducer import DsyncPolicy
 from schemas.control import GlobalMessage, SyncMessage, encode_control
 

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from connectors.workload_types import Workload, parse_spec, tagged_batches
 from router.choose.measure import BATCH_SIZES, WindowMetrics, summarise, window_metrics
 from router.partitioners import Partitioner, available, create
-from router.sync.client import SyncablePartitioner
+from router.sync.port import SyncablePartitioner
 
 __all__ = ["BenchResult", "BenchSpec", "PartitionerRun", "run_bench", "sync_routers"]
 

@@ -1,7 +1,8 @@
 """Cooperative Dalton (paper Sec. 4, Alg. 2): SYNC / GLOBAL rounds between router instances.
 
 Protocol core (no Kafka, no threads): :mod:`.client` (a router's PREPARE / AWAIT state, the message
-conversions, and :class:`~.client.SyncablePartitioner`: what the runtime needs of a partitioner),
+conversions), :mod:`.port` (:class:`~.port.SyncablePartitioner`: what the runtime needs of a partitioner,
+and the ports that reach one),
 :mod:`.reducer` (the QtableReducer's rounds and DSYNC adaptation), :mod:`.membership` (live members,
 reducer election), :mod:`.node` (all three for one router instance and route).
 Transports: :mod:`.kafka` (the control topic: a producer and a broadcast reader per worker) and
@@ -10,9 +11,10 @@ plane); :mod:`.metrics` exports sync health to Prometheus; :mod:`router.choose.i
 one in-memory topic, for ``advise`` and tests.
 """
 
-from router.sync.client import DirectPort, PartitionerPort, SyncablePartitioner, SyncClient, SyncState
+from router.sync.client import SyncClient, SyncState
 from router.sync.membership import Membership
 from router.sync.node import NodeConfig, NodeStats, SyncNode
+from router.sync.port import DirectPort, PartitionerPort, SyncablePartitioner
 from router.sync.reducer import DsyncPolicy, QtableReducer
 
 __all__ = [

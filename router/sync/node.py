@@ -37,8 +37,9 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from router.sync.client import PartitionerPort, SyncClient
+from router.sync.client import SyncClient
 from router.sync.membership import Membership
+from router.sync.port import PartitionerPort
 from router.sync.reducer import DsyncPolicy, QtableReducer
 from schemas.control import (
     DEFAULT_MAX_BYTES,

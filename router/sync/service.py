@@ -1,7 +1,7 @@
 """Cooperative Dalton inside a router worker: one sync node per syncable route, one Kafka transport.
 
 :func:`start_sync` does the work (usable without Faust): for every data plane whose partitioner is a
-:class:`~router.sync.client.SyncablePartitioner` (Dalton) it creates a :class:`~router.sync.node.SyncNode`
+:class:`~router.sync.port.SyncablePartitioner` (Dalton) it creates a :class:`~router.sync.node.SyncNode`
 whose port reaches the partitioner only through the plane's ``submit`` (so the partitioner is touched on the
 data-plane thread, between batches), makes sure the control topic exists (one partition), and starts a
 :class:`~router.sync.kafka.KafkaSyncTransport` thread; the transport holds the nodes by route
@@ -28,10 +28,10 @@ from connectors.admin import TopicSpec, ensure_topics
 from connectors.kafka import make_admin
 from router.observability import RouterMetrics
 from router.partitioners.base import Partitioner
-from router.sync.client import DirectPort, SyncablePartitioner, as_syncable
 from router.sync.kafka import KafkaSyncTransport
 from router.sync.metrics import register_sync_metrics
 from router.sync.node import NodeConfig, SyncNode
+from router.sync.port import DirectPort, SyncablePartitioner, as_syncable
 from router.sync.reducer import DsyncPolicy
 from schemas.control import params_fingerprint
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings, SkewrouteSettings

@@ -8,7 +8,7 @@ import pytest
 
 from router.partitioners.dalton import DaltonPartitioner
 from router.sync import DsyncPolicy, Membership, SyncClient, SyncState
-from router.sync.client import DirectPort, forwarding_allowed
+from router.sync.port import DirectPort, forwarding_allowed
 from schemas.control import GlobalMessage
 from tests.unit.sync_support import N, reducer, sync
 

@@ -13,7 +13,7 @@ from benchmarks.sync_bench.slow_reducer import SlowReducerNode
 from router.choose.inprocess import InProcessBus, SyncOptions, make_bus
 from router.partitioners.dalton import DaltonPartitioner
 from router.sync import DsyncPolicy, NodeConfig, SyncNode
-from router.sync.client import DirectPort
+from router.sync.port import DirectPort
 from schemas.control import encode_control
 from tests.unit.sync_support import N, sync
 
