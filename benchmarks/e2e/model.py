@@ -24,7 +24,7 @@ from typing import Any
 
 from benchmarks.e2e.measures import list_schedule
 
-__all__ = ["SLOTS", "batch_ms_on", "breakdown", "model_error", "modelled_drain", "stages_makespan"]
+__all__ = ["SLOTS", "batch_ms_on", "breakdown", "model_error", "modelled_drain", "predicted_check", "stages_makespan"]
 
 #: Task slots the model is evaluated on.
 SLOTS = (2, 8, 32, 128)
@@ -90,3 +90,33 @@ def breakdown(batches: Sequence[dict[str, Any]], slots: int) -> dict[str, float 
     us = 1000.0 / records
     return {"combiner_task_us": comb_task * us, "combiner_wall_us": comb_wall * us, "after_wall_us": after * us,
             "fixed_us": max(0.0, total - comb_wall - after) * us, "batch_us": total * us}  # fmt: skip
+
+
+def predicted_check(config: str, one: dict[str, Any], measured: dict[str, Any] | None, slots: int) -> dict[str, Any]:
+    """The model check of ``config``: its ``local[1]`` batches replayed on ``slots`` slots, against ``measured``.
+
+    ``one`` and ``measured`` are e2e-bench run documents: the ``local[1]`` drain and the drain on ``slots`` slots.
+    """
+    out: dict[str, Any] = {"config": config}
+    if "error" in one or measured is None:
+        return out | {"error": {"total": None}, "failed": one.get("error", "no measured run to compare with")}
+    batches = one["spark"]["per_batch"]
+    stages = one["spark"]["stage_task_ms"]
+    pred = [batch_ms_on(b["batch_ms"], st, 1, slots) if st else None for b, st in zip(batches, stages, strict=True)]
+    meas = measured["spark"]["batch_ms"]
+    if any(p is None for p in pred[1:]) or len(pred) != len(meas):
+        return out | {"error": {"total": None},
+                      "failed": f"batches {len(pred)} vs {len(meas)} or stages unknown"}  # fmt: skip
+    steady_p = [float(p) for p in pred[1:] if p is not None]
+    steady_m = [float(m) for m in meas[1:]]
+    records = sum(b["input_rows"] for b in batches[1:])
+    return out | {
+        "one_slot_ms": [b["batch_ms"] for b in batches[1:]],
+        "predicted_ms": steady_p,
+        "measured_ms": steady_m,
+        "one_slot_rate": one["spark"]["steady_rate"],
+        "predicted_rate": records / (sum(steady_p) / 1000) if sum(steady_p) else None,
+        "measured_rate": measured["spark"]["steady_rate"],
+        "error": model_error(steady_p, steady_m),
+        "exact": one["exactness"]["exact"],
+    }

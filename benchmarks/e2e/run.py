@@ -55,7 +55,7 @@ from benchmarks.demo.source import DemoInput, build_input
 from benchmarks.e2e.exact import heavy_exactness
 from benchmarks.e2e.feed import KeyedProducer, Routers
 from benchmarks.e2e.measures import drift, partials_floor, percentiles, settled, tree_cpu_seconds
-from benchmarks.e2e.model import batch_ms_on, model_error
+from benchmarks.e2e.model import predicted_check
 from benchmarks.e2e.plan import E2EOptions, RunSpec, session_config
 from benchmarks.e2e.query import CORES, RestartingQuery, batch_stages, batch_summary, shuffle_written
 from benchmarks.e2e.results import latencies, latency_series, read_results
@@ -305,35 +305,8 @@ def _model_check(opts: E2EOptions, prefix: str, bootstrap: str, data: DemoInput,
         run = _measured(spark, spec, data, procs, 0.0)
         ref = next((r for r in runs if (r["config"], r["n"], r["phase"]) == (config, n, "backlog")
                     and "error" not in r), None)  # fmt: skip
-        doc["configs"].append(_predicted(config, run, ref, opts.slots))
+        doc["configs"].append(predicted_check(config, run, ref, opts.slots))
     return doc, spark
-
-
-def _predicted(config: str, one: dict[str, Any], measured: dict[str, Any] | None, slots: int) -> dict[str, Any]:
-    """The ``local[1]`` run's batches replayed on ``slots`` slots against the batches measured on ``slots``."""
-    out: dict[str, Any] = {"config": config}
-    if "error" in one or measured is None:
-        return out | {"error": {"total": None}, "failed": one.get("error", "no measured run to compare with")}
-    batches = one["spark"]["per_batch"]
-    stages = one["spark"]["stage_task_ms"]
-    pred = [batch_ms_on(b["batch_ms"], st, 1, slots) if st else None for b, st in zip(batches, stages, strict=True)]
-    meas = measured["spark"]["batch_ms"]
-    if any(p is None for p in pred[1:]) or len(pred) != len(meas):
-        return out | {"error": {"total": None},
-                      "failed": f"batches {len(pred)} vs {len(meas)} or stages unknown"}  # fmt: skip
-    steady_p = [float(p) for p in pred[1:] if p is not None]
-    steady_m = [float(m) for m in meas[1:]]
-    records = sum(b["input_rows"] for b in batches[1:])
-    return out | {
-        "one_slot_ms": [b["batch_ms"] for b in batches[1:]],
-        "predicted_ms": steady_p,
-        "measured_ms": steady_m,
-        "one_slot_rate": one["spark"]["steady_rate"],
-        "predicted_rate": records / (sum(steady_p) / 1000) if sum(steady_p) else None,
-        "measured_rate": measured["spark"]["steady_rate"],
-        "error": model_error(steady_p, steady_m),
-        "exact": one["exactness"]["exact"],
-    }
 
 
 def run_e2e(opts: E2EOptions, bootstrap: str, on_run: Any = None) -> dict[str, Any]:

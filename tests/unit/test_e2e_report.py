@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.demo.checks import weighted_record_max_mean as record_max_mean
-from benchmarks.e2e.report import CANNOT_HELP, _per_batch, _recheck_lines, _warm_line, goals, verdict
+from benchmarks.e2e.goals import CANNOT_HELP, goals, verdict
+from benchmarks.e2e.report import _per_batch, _recheck_lines, _warm_line
 from spark_consumers.observability import BatchStats
 
 

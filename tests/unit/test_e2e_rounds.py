@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.e2e import rounds
-from benchmarks.e2e.report import goals, verdict
+from benchmarks.e2e.goals import goals, verdict
 
 
 def _drain(config: str, rate: float, exact: bool = True, n: int = 2) -> dict[str, Any]:
