@@ -195,17 +195,19 @@ STATUS_WAIT_S = 10.0
 def combiner_stage_stats(spark: SparkSession, job_ids: list[int], wait_s: float = 5.0) -> dict[str, Any] | None:
     """The combiner stage among the stages of ``job_ids``: the one reading no shuffle and writing one.
 
-    Waits up to ``wait_s`` for the status store to hold every task (it is fed asynchronously).
+    Waits up to ``wait_s`` for the status store to hold every task (it is fed asynchronously). Returns the stage
+    id, the first of ``job_ids`` that ran it (``job``) and its tasks.
     """
     tracker = spark.sparkContext.statusTracker()
-    stage_ids: list[int] = []
-    for j in job_ids:
+    job_of: dict[int, int] = {}  # stage -> the first job that ran it
+    for j in sorted(job_ids):
         info = tracker.getJobInfo(j)
         if info is not None:
-            stage_ids.extend(int(s) for s in info.stageIds)
+            for s in info.stageIds:
+                job_of.setdefault(int(s), j)
     deadline = time.monotonic() + wait_s
     best: dict[str, Any] | None = None
-    for sid in sorted(set(stage_ids)):
+    for sid in sorted(job_of):
         sinfo = tracker.getStageInfo(sid)
         if sinfo is None or sinfo.numCompletedTasks == 0:
             continue  # skipped stage (its shuffle output was reused)
@@ -214,7 +216,7 @@ def combiner_stage_stats(spark: SparkSession, job_ids: list[int], wait_s: float 
             time.sleep(0.05)
             tasks = _stage_tasks(spark, sid)
         if tasks and all(t["shuffle_read"] == 0 for t in tasks) and any(t["shuffle_written"] for t in tasks):
-            best = {"stage": sid, "tasks": sorted(tasks, key=lambda t: t["index"])}
+            best = {"stage": sid, "job": job_of[sid], "tasks": sorted(tasks, key=lambda t: t["index"])}
             break
     return best
 
@@ -242,7 +244,7 @@ class CombinerMetricsListener(StreamingQueryListener):
         self.query_names = query_names
         self.watermark = watermark
         self.stats: list[BatchStats] = []
-        self._seen_jobs: set[int] = set()
+        self._jobs_done: dict[str, int] = {}  # job group (the query's run id) -> its last job attributed to a batch
         self._lock = threading.Lock()
         self._handled = threading.Condition(self._lock)  # notified after each progress event, recorded or not
         self._last_handled: dict[str, int] = {}  # query -> the last batch id whose progress event was handled
@@ -327,22 +329,30 @@ class CombinerMetricsListener(StreamingQueryListener):
         the batch's jobs not yet listed, or its stage not yet complete. So this looks again (jobs included)
         until the stage's tasks have read every input row of the batch, for up to ``wait_s`` seconds, and then
         takes what it has.
+
+        The query's jobs after the last one attributed to a batch are this batch's, and, once the next batch has
+        started, some of the next one's too: job ids grow, so the job that ran this batch's combiner stage and
+        the jobs before it are this batch's, and only those are marked as attributed. (A lagging status store
+        can make this wait long enough for the next batch's jobs to be listed.)
         """
         tracker = self._session.sparkContext.statusTracker()
         deadline = time.monotonic() + wait_s
-        jobs: list[int] = []
+        group = str(p.runId)
         while True:
             with self._lock:
-                new = [j for j in tracker.getJobIdsForGroup(str(p.runId)) if j not in self._seen_jobs]
-                self._seen_jobs.update(new)
-            jobs.extend(new)
+                done = self._jobs_done.get(group, -1)
+            jobs = sorted(j for j in tracker.getJobIdsForGroup(group) if j > done)
             left = deadline - time.monotonic()
-            stage = combiner_stage_stats(self._session, sorted(jobs), wait_s=max(0.0, left))
+            stage = combiner_stage_stats(self._session, jobs, wait_s=max(0.0, left))
             if stage is not None and sum(t["records"] for t in stage["tasks"]) >= int(p.numInputRows):
-                return stage
+                break
             if time.monotonic() >= deadline:
-                return stage
+                break
             time.sleep(0.1)
+        last = int(stage["job"]) if stage is not None else max(jobs, default=done)
+        with self._lock:
+            self._jobs_done[group] = max(done, last)
+        return stage
 
     def _publish(self, s: BatchStats) -> None:
         with self._lock:

@@ -84,7 +84,7 @@ def test_combiner_stage_is_looked_for_again_while_the_status_store_lags(monkeypa
     def stage_of(_spark: object, jobs: list[int], wait_s: float = 0) -> dict | None:
         looks.append(jobs)
         records = {(): None, (7,): [2, 1], (7, 8): [2, 3]}[tuple(jobs)]
-        return None if records is None else {"stage": 1, "tasks": [{"records": r} for r in records]}
+        return None if records is None else {"stage": 1, "job": 7, "tasks": [{"records": r} for r in records]}
 
     tracker = SimpleNamespace(getJobIdsForGroup=lambda _g: next(groups))
     spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))
@@ -94,5 +94,30 @@ def test_combiner_stage_is_looked_for_again_while_the_status_store_lags(monkeypa
     assert looks == [[], [7], [7, 8]]  # until its tasks have read all 5 input rows
     assert stage is not None and [t["records"] for t in stage["tasks"]] == [2, 3]
     groups = iter([[9]] * 100)
-    monkeypatch.setattr(obs, "combiner_stage_stats", lambda *_a, **_k: {"stage": 2, "tasks": [{"records": 1}]})
-    assert listener._combiner_stage(_progress(1, rows=5), wait_s=0.3) == {"stage": 2, "tasks": [{"records": 1}]}
+    late = {"stage": 2, "job": 9, "tasks": [{"records": 1}]}
+    monkeypatch.setattr(obs, "combiner_stage_stats", lambda *_a, **_k: late)
+    assert listener._combiner_stage(_progress(1, rows=5), wait_s=0.3) == late
+
+
+def test_the_next_batchs_jobs_listed_while_a_batch_waits_stay_for_the_next_batch(monkeypatch) -> None:
+    import spark_consumers.observability as obs
+
+    # batch 0 ran job 7; the status store lags, so batch 0's second look already lists job 8, batch 1's
+    lists = [[], [7, 8], [7, 8, 9]]
+    stage_of_job = {7: 100, 8: 101}  # each job's combiner stage (job 9: batch 1's sink, no combiner stage)
+    looks: list[list[int]] = []
+
+    def stage_of(_spark: object, jobs: list[int], wait_s: float = 0) -> dict | None:
+        looks.append(jobs)
+        first = next((j for j in jobs if j in stage_of_job), None)
+        return None if first is None else {"stage": stage_of_job[first], "job": first, "tasks": [{"records": 4}]}
+
+    tracker = SimpleNamespace(getJobIdsForGroup=lambda _g: lists.pop(0) if len(lists) > 1 else lists[0])
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))
+    monkeypatch.setattr(obs, "combiner_stage_stats", stage_of)
+    listener = obs.CombinerMetricsListener(spark, None, None, "python")  # type: ignore[arg-type]
+    first = listener._combiner_stage(_progress(0, rows=4), wait_s=10)
+    second = listener._combiner_stage(_progress(1, rows=4), wait_s=0.5)
+    assert first is not None and first["stage"] == 100
+    assert second is not None and second["stage"] == 101  # job 8 was left to batch 1
+    assert looks == [[], [7, 8], [8, 9]]
