@@ -15,6 +15,9 @@ Tansu (the embedded broker) differs from Apache Kafka in ways the code must know
   the lowest offset; with several producers writing one partition it can lie past records it holds, and a fetch
   returns only batches starting at or after the offset asked, so readers starting there skip those records
   (:func:`connectors.kafka_offsets.watermarks` gives 0 instead);
+- it answers a fetch that found no records only when its ``fetch.wait.max.ms`` runs out, even if records
+  arrive meanwhile (Apache Kafka answers as soon as they do): a reader that must see messages quickly needs a
+  short wait there, which on Apache Kafka would only multiply the fetch requests;
 - it has no retention, no compaction and no authentication.
 
 Detection: Tansu names its cluster ``tansu_cluster`` and answers a broker-config request with no entries;
@@ -33,7 +36,14 @@ from connectors.kafka import make_admin
 from schemas.exceptions import BrokerError
 from schemas.settings import KafkaSettings
 
-__all__ = ["BrokerTraits", "detect_broker", "is_tansu_cluster", "resolve_isolation_level", "resolve_static_membership"]
+__all__ = [
+    "BrokerTraits",
+    "detect_broker",
+    "is_tansu_cluster",
+    "resolve_fetch_wait",
+    "resolve_isolation_level",
+    "resolve_static_membership",
+]
 
 BrokerKind = Literal["apache", "tansu", "unknown"]
 
@@ -60,6 +70,11 @@ class BrokerTraits:
     def expires_static_members(self) -> bool:
         """A dead static member (``group.instance.id``) loses its partitions after ``session.timeout.ms``."""
         return self.kafka_semantics
+
+    @property
+    def holds_fetches_to_the_end(self) -> bool:
+        """A fetch with no data waits all of ``fetch.wait.max.ms`` even when records arrive meanwhile (Tansu)."""
+        return self.kind == "tansu"
 
     @property
     def aborts_fenced_transactions(self) -> bool:
@@ -121,3 +136,24 @@ def resolve_static_membership(
     if traits.expires_static_members:
         return True, "auto: the broker is Apache Kafka (it expires dead static members)"
     return False, f"auto: the broker is {traits.kind} (it may never expire a dead static member)"
+
+
+def resolve_fetch_wait(
+    setting: int | str, kafka: KafkaSettings, *, quick_ms: int, usual_ms: int, timeout: float = 10.0
+) -> tuple[int, str]:
+    """``fetch.wait.max.ms`` for a reader that must see each message quickly, and why (for the log).
+
+    An integer is honoured as given; ``auto`` is ``quick_ms`` on a broker that holds a fetch to the end of its
+    wait (Tansu) and when the broker cannot be detected, ``usual_ms`` elsewhere.
+    """
+    if setting != "auto":
+        if isinstance(setting, bool) or not isinstance(setting, int) or setting < 1:
+            raise ValueError(f"fetch wait: expected an integer >= 1 or auto, got {setting!r}")
+        return setting, "set"
+    try:
+        traits = detect_broker(kafka, timeout)
+    except BrokerError as exc:
+        return quick_ms, f"auto: the broker could not be detected ({exc})"
+    if traits.holds_fetches_to_the_end:
+        return quick_ms, f"auto: the broker is {traits.kind} (it holds a fetch for its whole wait)"
+    return usual_ms, f"auto: the broker is {traits.kind} (it answers a fetch when a message arrives)"

@@ -101,6 +101,13 @@ class RouterSettings(FrozenModel):
     )
     control_topic: str = Field("skewroute.control", description="Dalton sync control topic")
     dsync_ms: int = Field(1_000, ge=10, description="initial Dalton sync interval (ms)")
+    control_fetch_wait_ms: int | Literal["auto"] = Field(
+        "auto",
+        description="fetch.wait.max.ms of each worker's Dalton control-topic reader (an integer >= 1, or auto): "
+        "how long the broker may hold a fetch when no control message is waiting. auto: 10 on Tansu (it answers "
+        "a fetch only when the wait runs out, so a longer wait delays every sync message), 500 on other brokers "
+        "(Kafka answers as soon as a message arrives; a short wait only adds fetch requests)",
+    )
     control_max_bytes: int = Field(
         900_000,
         ge=16_384,
@@ -142,6 +149,8 @@ class RouterSettings(FrozenModel):
                 f"max_in_flight={self.max_in_flight}: exactly_once runs one transaction per batch (1 batch in "
                 "flight); set max_in_flight to 1 or leave it out"
             )
+        if self.control_fetch_wait_ms != "auto" and self.control_fetch_wait_ms < 1:
+            raise ValueError(f"control_fetch_wait_ms={self.control_fetch_wait_ms}: expected an integer >= 1 or auto")
         if self.static_membership is True and not self.instance_id:
             raise ValueError(
                 "static_membership=true needs a stable router.instance_id (it is the group.instance.id; the default "

@@ -20,7 +20,10 @@ Failures are never silent: a message that cannot be produced (too large, queue f
 counted in ``errors`` and logged; an exception out of a step closes both clients, is counted in
 ``restarts`` and logged, and the thread opens new clients after a back-off (0.5 s doubling up to 30 s)
 and goes on. The reader's fetch sizes and local queue are bounded (a flood of the control topic does not
-grow the worker's memory; oversized values are skipped by the nodes).
+grow the worker's memory; oversized values are skipped by the nodes). The reader's ``fetch.wait.max.ms`` is
+``router.control_fetch_wait_ms`` (``auto``: short on Tansu, which holds an empty fetch for its whole wait;
+librdkafka's 500 ms on Apache Kafka, which answers as soon as a message arrives), and the pump wakes on a
+message (``poll``), not at the end of a wait.
 """
 
 from __future__ import annotations
@@ -40,18 +43,24 @@ from router.sync.node import ControlOut, SyncNode
 from schemas.control import DEFAULT_MAX_BYTES, ControlMessageError, decode_raw, encode_control
 from schemas.settings import KafkaSettings
 
-__all__ = ["KafkaSyncTransport", "wall_ms"]
+__all__ = ["KAFKA_FETCH_WAIT_MS", "TANSU_FETCH_WAIT_MS", "KafkaSyncTransport", "wall_ms"]
 
 log = logging.getLogger("router.sync.kafka")
 _READER: dict[str, Any] = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
     "enable.partition.eof": False,
-    "fetch.wait.max.ms": 10,
     "fetch.min.bytes": 1,
     "queued.max.messages.kbytes": 8192,  # the reader's prefetch queue: bounded memory under a flood
 }
 _BACKOFF_S = (0.5, 30.0)
+#: The control reader's ``fetch.wait.max.ms`` on Tansu: it answers a fetch only when the wait runs out (a
+#: message reached an idle reader after 133 ms at 500 ms), where Apache Kafka answers as soon as a message
+#: arrives (15 ms at any wait). On Apache Kafka the default is librdkafka's 500 ms: 10 ms made each idle
+#: worker send 100 fetches per second (BENCHMARKS.md, "Idle Dalton routers").
+TANSU_FETCH_WAIT_MS = 10
+KAFKA_FETCH_WAIT_MS = 500
+
 _WRITER: dict[str, Any] = {"linger.ms": 1, "enable.idempotence": False, "acks": 1}
 
 
@@ -76,7 +85,8 @@ class KafkaSyncTransport:
         *,
         clock: Callable[[], float] = wall_ms,
         history_ms: float = 30_000,
-        poll_s: float = 0.02,
+        poll_s: float | None = None,
+        fetch_wait_ms: int = TANSU_FETCH_WAIT_MS,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.kafka, self.topic = kafka, topic
@@ -86,6 +96,7 @@ class KafkaSyncTransport:
         self.clock = clock
         self.history_ms = history_ms
         self.poll_s = poll_s
+        self.fetch_wait_ms = fetch_wait_ms
         self.sent: Counter[str] = Counter()
         self.sent_bytes: Counter[str] = Counter()
         self.received: Counter[str] = Counter()
@@ -111,7 +122,7 @@ class KafkaSyncTransport:
             "fetch.max.bytes": 4 * limit,
             "receive.message.max.bytes": 8 * limit,
         }
-        self._reader = make_consumer(self.kafka, group, **_READER, **fetch)
+        self._reader = make_consumer(self.kafka, group, **_READER, **fetch, **{"fetch.wait.max.ms": self.fetch_wait_ms})
         self._reader.assign([TopicPartition(self.topic, 0, self._start_offset())])
         return self
 
@@ -165,12 +176,19 @@ class KafkaSyncTransport:
         self._producer.poll(0)
 
     def pump(self, timeout: float = 0.0, max_messages: int = 500) -> int:
-        """Read the messages available within ``timeout`` s, deliver them, tick every node, publish.
+        """Wait up to ``timeout`` s for a message, read what is there, deliver it, tick every node, publish.
 
-        Returns the number of messages read.
+        Returns as soon as a message arrives (``poll``: a ``consume`` of several messages waits its whole
+        timeout). Returns the number of messages read.
         """
         out: list[ControlOut] = []
-        msgs = self._reader.consume(max_messages, timeout)
+        msgs = []
+        if timeout > 0:
+            first = self._reader.poll(timeout)
+            if first is not None:
+                msgs.append(first)
+        if timeout <= 0 or msgs:
+            msgs.extend(self._reader.consume(max_messages - len(msgs), 0))
         now = self.clock()
         for m in msgs:
             if m.error() is not None:
@@ -209,7 +227,7 @@ class KafkaSyncTransport:
             try:
                 if self._reader is None:
                     self.open()
-                self.pump(self.poll_s)
+                self.pump(self.tick_s())
                 backoff = _BACKOFF_S[0]
             except Exception as exc:  # counted, logged, clients reopened; routing goes on meanwhile
                 self.failed = exc
@@ -220,6 +238,17 @@ class KafkaSyncTransport:
                 self.close()
                 self._stop.wait(backoff)
                 backoff = min(2 * backoff, _BACKOFF_S[1])
+
+    def tick_s(self) -> float:
+        """The longest the pump thread waits for a message before it ticks the nodes again.
+
+        ``poll_s`` if given; else a tenth of the shortest DSYNC of the nodes, between 5 and 50 ms (a message
+        wakes the thread at once: this only bounds how late a SYNC or a deadline can be).
+        """
+        if self.poll_s is not None:
+            return self.poll_s
+        dsync_ms = min((node.dsync for node in self.nodes.values()), default=1000.0)
+        return min(max(dsync_ms / 10_000, 0.005), 0.05)
 
     @property
     def healthy(self) -> bool:

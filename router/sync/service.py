@@ -25,10 +25,11 @@ import faust
 from mode import Service
 
 from connectors.admin import TopicSpec, ensure_topics
+from connectors.broker_traits import resolve_fetch_wait
 from connectors.kafka import make_admin
 from router.observability import RouterMetrics
 from router.partitioners.base import Partitioner
-from router.sync.kafka import KafkaSyncTransport
+from router.sync.kafka import KAFKA_FETCH_WAIT_MS, TANSU_FETCH_WAIT_MS, KafkaSyncTransport
 from router.sync.metrics import register_sync_metrics
 from router.sync.node import NodeConfig, SyncNode
 from router.sync.port import DirectPort, SyncablePartitioner, as_syncable
@@ -171,7 +172,13 @@ def start_sync(
         return None
     ensure_topics(make_admin(kafka), [TopicSpec(router.control_topic, 1)])
     log.info("dalton sync: routes %s on %s as %s", [n.config.route for n in nodes], router.control_topic, instance)
-    return KafkaSyncTransport(kafka, router.control_topic, nodes, max_bytes=router.control_max_bytes).start()
+    wait_ms, why = resolve_fetch_wait(
+        router.control_fetch_wait_ms, kafka, quick_ms=TANSU_FETCH_WAIT_MS, usual_ms=KAFKA_FETCH_WAIT_MS
+    )
+    log.info("dalton sync: control reader fetch.wait.max.ms %d (%s)", wait_ms, why)
+    return KafkaSyncTransport(
+        kafka, router.control_topic, nodes, fetch_wait_ms=wait_ms, max_bytes=router.control_max_bytes
+    ).start()
 
 
 class DaltonSyncService(Service):
