@@ -187,7 +187,7 @@ class KafkaSyncTransport:
             first = self._reader.poll(timeout)
             if first is not None:
                 msgs.append(first)
-        if timeout <= 0 or msgs:
+        if timeout <= 0 or 0 < len(msgs) < max_messages:  # the rest already queued, without a wait
             msgs.extend(self._reader.consume(max_messages - len(msgs), 0))
         now = self.clock()
         for m in msgs:
