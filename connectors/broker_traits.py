@@ -15,9 +15,10 @@ Tansu (the embedded broker) differs from Apache Kafka in ways the code must know
   the lowest offset; with several producers writing one partition it can lie past records it holds, and a fetch
   returns only batches starting at or after the offset asked, so readers starting there skip those records
   (:func:`connectors.kafka_offsets.watermarks` gives 0 instead);
-- it answers a fetch that found no records only when its ``fetch.wait.max.ms`` runs out, even if records
-  arrive meanwhile (Apache Kafka answers as soon as they do): a reader that must see messages quickly needs a
-  short wait there, which on Apache Kafka would only multiply the fetch requests;
+- it holds a fetch that found no records for much of its ``fetch.wait.max.ms`` even if records arrive meanwhile
+  (a message reached an idle reader after up to 241 ms at 500 ms; Apache Kafka answers as soon as records
+  arrive): a reader that must see messages quickly needs a short wait there, which on Apache Kafka would only
+  multiply the fetch requests;
 - it has no retention, no compaction and no authentication.
 
 Detection: Tansu names its cluster ``tansu_cluster`` and answers a broker-config request with no entries;
@@ -73,7 +74,7 @@ class BrokerTraits:
 
     @property
     def holds_fetches_to_the_end(self) -> bool:
-        """A fetch with no data waits all of ``fetch.wait.max.ms`` even when records arrive meanwhile (Tansu)."""
+        """A fetch with no data waits for much of ``fetch.wait.max.ms`` even when records arrive meanwhile (Tansu)."""
         return self.kind == "tansu"
 
     @property

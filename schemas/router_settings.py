@@ -104,8 +104,8 @@ class RouterSettings(FrozenModel):
     control_fetch_wait_ms: int | Literal["auto"] = Field(
         "auto",
         description="fetch.wait.max.ms of each worker's Dalton control-topic reader (an integer >= 1, or auto): "
-        "how long the broker may hold a fetch when no control message is waiting. auto: 10 on Tansu (it answers "
-        "a fetch only when the wait runs out, so a longer wait delays every sync message), 500 on other brokers "
+        "how long the broker may hold a fetch when no control message is waiting. auto: 50 on Tansu (it holds "
+        "an empty fetch for much of its wait, so a longer wait delays every sync message), 500 on other brokers "
         "(Kafka answers as soon as a message arrives; a short wait only adds fetch requests)",
     )
     control_max_bytes: int = Field(

@@ -10,7 +10,12 @@ Per round the reducer computes, from the SYNC messages of all live routers:
   router that did not see the key does not dilute it). Keys in some router's table that are not valid
   are *expired* (locally frequent but globally cold keys are not split, Sec. 4.1's third property);
 - DSYNC: doubled when a router asks (its previous reply was still pending at its next sync), halved when
-  the reducer's idle time in the round exceeded its processing time of the previous round; bounded.
+  the reducer's idle time in the round exceeded its processing time of the previous round; bounded. Beyond
+  the paper: a round whose SYNCs carried no records (every router idle) sets DSYNC back to the configured one
+  (:attr:`DsyncPolicy.rest`). An idle reducer is not spare capacity worth spending there: with nothing routed
+  there is nothing to learn, and idle routers at the floor (a quarter of the configured DSYNC) each sent four
+  SYNCs a second and read the replies (BENCHMARKS.md, "Idle Dalton routers"). Routing resumes at the
+  configured DSYNC and halves from there, as at start.
 
 The reducer is pure (no clock, no transport): :class:`~router.sync.node.SyncNode` feeds it and decides
 when it runs. Followers keep the same pending SYNCs and align with every GLOBAL they observe, so the
@@ -33,20 +38,32 @@ class DsyncPolicy:
 
     minimum: float
     maximum: float
+    rest: float | None = None  # a round that carried no records sets DSYNC back to at least this
 
     def __post_init__(self) -> None:
         if not 0 < self.minimum <= self.maximum:
             raise ValueError(f"need 0 < minimum <= maximum, got {self.minimum!r}, {self.maximum!r}")
+        if self.rest is not None and not self.minimum <= self.rest <= self.maximum:
+            raise ValueError(
+                f"need minimum <= rest <= maximum, got {self.rest!r} for [{self.minimum!r}, {self.maximum!r}]"
+            )
 
     @classmethod
     def around(cls, initial: float, below: float = 4.0, above: float = 16.0) -> DsyncPolicy:
-        """Bounds ``[initial / below, initial * above]``."""
-        return cls(initial / below, initial * above)
+        """Bounds ``[initial / below, initial * above]``; an empty round returns to ``initial``."""
+        return cls(initial / below, initial * above, rest=initial)
 
-    def adapt(self, dsync: float, double: bool, idle: float | None, processing: float | None) -> float:
-        """The next DSYNC: doubled on request, else halved if idle > processing, within the bounds."""
+    def adapt(
+        self, dsync: float, double: bool, idle: float | None, processing: float | None, *, records: int | None = None
+    ) -> float:
+        """The next DSYNC, within the bounds.
+
+        Doubled on request, else back to ``rest`` after a round of no ``records``, else halved if idle > processing.
+        """
         if double:
             return min(2 * dsync, self.maximum)
+        if records == 0 and self.rest is not None:
+            return min(max(dsync, self.rest), self.maximum)
         if idle is not None and processing is not None and idle > processing:
             return max(dsync / 2, self.minimum)
         return min(max(dsync, self.minimum), self.maximum)
@@ -292,7 +309,7 @@ class QtableReducer:
         for k in expired:
             self.hot_until.pop(k, None)
         idle = None if self.last_emit is None else max(0.0, now - self.last_emit)
-        new_dsync = self.policy.adapt(self.dsync, double, idle, self.last_processing)
+        new_dsync = self.policy.adapt(self.dsync, double, idle, self.last_processing, records=inp.global_load)
         msg = GlobalMessage(
             deployment=self.deployment,
             route=self.route,

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from router.partitioners.dalton import DaltonPartitioner
-from router.sync import DsyncPolicy, Membership, SyncClient, SyncState
+from router.sync import DsyncPolicy, Membership, QtableReducer, SyncClient, SyncState
 from router.sync.port import DirectPort, forwarding_allowed
 from schemas.control import GlobalMessage
 from tests.unit.sync_support import N, reducer, sync
@@ -86,6 +86,27 @@ def test_dsync_policy() -> None:
     assert pol.adapt(400, False, idle=100, processing=300) == 400  # busy: keep
     with pytest.raises(ValueError):
         DsyncPolicy(0, 10)
+    assert pol.adapt(400, False, idle=300, processing=100, records=0) == 200  # no rest: the paper's rule
+
+
+def test_a_round_with_no_records_returns_dsync_to_rest() -> None:
+    pol = DsyncPolicy.around(1000)
+    assert (pol.minimum, pol.maximum, pol.rest) == (250, 16_000, 1000)
+    assert pol.adapt(250, False, idle=300, processing=1, records=0) == 1000  # every router idle: back to rest
+    assert pol.adapt(250, False, idle=300, processing=1, records=5) == 250  # traffic: halved, at the floor
+    assert pol.adapt(4000, False, idle=300, processing=1, records=0) == 4000  # above rest: kept, not shortened
+    assert pol.adapt(250, True, idle=300, processing=1, records=0) == 500  # a router asked: doubled first
+    with pytest.raises(ValueError, match="rest"):
+        DsyncPolicy(100, 800, rest=50)
+    # in the reducer: the GLOBAL of an empty round carries the rest DSYNC; traffic halves it again
+    red = QtableReducer(deployment="d", route="r", combiners=N, dsync=250, policy=pol)
+    red.add(sync("a", records=0))
+    red.add(sync("b", records=0))
+    red.emitted(0, 1)
+    assert red.build(500, "a").dsync_ms == 1000
+    red.emitted(500, 501)
+    red.add(sync("a", 1, records=10))
+    assert red.build(1500, "a").dsync_ms == 500
 
 
 # -- the client ---------------------------------------------------------------------------------------
