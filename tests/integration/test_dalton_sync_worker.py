@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from benchmarks.topic_reader import read_topic
@@ -25,7 +27,7 @@ def test_two_workers_sync_their_dalton_routes(kafka: KafkaSettings, topic: str, 
     records = zipf_records(40_000, seed=3)
     produce(kafka, topic, records)
     s = settings(kafka, topic, f"app-{topic}", partitioner={"name": "dalton", "placement": "bandit", "tail": "hash"},
-                 router={"dsync_ms": 100, "control_topic": f"{topic}.control"})  # fmt: skip
+                 router={"dsync_ms": 400, "control_topic": f"{topic}.control"})  # fmt: skip
     ensure_route_topics(s.kafka, s.routes[0])
     planes = [
         RouteDataPlane(s.kafka, s.router, s.routes[0], RouterMetrics(w), instance_id=w).start() for w in ("w1", "w2")
@@ -48,6 +50,12 @@ def test_two_workers_sync_their_dalton_routes(kafka: KafkaSettings, topic: str, 
         assert {g[0].reducer, g[1].reducer} == {"w1"}  # the lowest id reduces
         assert set(g[0].members) <= {"w1", "w2"}
         assert nodes[0].stats.hot_seen and nodes[0].stats.hot_seen == nodes[1].stats.hot_seen
+        # every record routed, so the rounds carry none: DSYNC is back to router.dsync_ms or above (a router that
+        # asks doubles it), not at an idle reducer's floor of a quarter of it
+        wait_for(lambda: all(n.last_global is not None and n.last_global.global_load == 0 for n in nodes), 20, "idle")
+        time.sleep(2)  # idle rounds
+        assert all(n.last_global is not None and n.last_global.global_load == 0 for n in nodes)
+        assert all(n.dsync >= 400 for n in nodes), [n.dsync for n in nodes]
         assert all(p.error is None for p in planes)
         assert all(t.failed is None for t in transports)
     finally:
