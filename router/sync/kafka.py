@@ -56,7 +56,7 @@ _READER: dict[str, Any] = {
 _BACKOFF_S = (0.5, 30.0)
 #: The control reader's ``fetch.wait.max.ms`` on Tansu, which holds a fetch that found nothing for much of its
 #: wait: a message reached an idle reader within 16 ms at 10-50 ms, 53 ms at 100 ms and 241 ms at 500 ms. Apache
-#: Kafka answers as soon as a message arrives (within 11 ms at any wait), so there the default is librdkafka's
+#: Kafka answers as soon as a message arrives (median 5-6 ms at any wait), so there the default is librdkafka's
 #: 500 ms. Every idle reader sends a fetch per wait: 50 ms halved the Tansu broker's CPU for two idle Dalton
 #: workers against 10 ms (BENCHMARKS.md, "Idle Dalton routers").
 TANSU_FETCH_WAIT_MS = 50
