@@ -11,8 +11,9 @@ Per round the reducer computes, from the SYNC messages of all live routers:
   are *expired* (locally frequent but globally cold keys are not split, Sec. 4.1's third property);
 - DSYNC: doubled when a router asks (its previous reply was still pending at its next sync), halved when
   the reducer's idle time in the round exceeded its processing time of the previous round; bounded. Beyond
-  the paper: a round whose SYNCs carried no records (every router idle) sets DSYNC back to the configured one
-  (:attr:`DsyncPolicy.rest`). An idle reducer is not spare capacity worth spending there: with nothing routed
+  the paper: a round whose SYNCs carried no records (every router idle) sets DSYNC to the configured one
+  (:attr:`DsyncPolicy.rest`), from below or from above (doublings asked during a slow start are not kept
+  through idle rounds). An idle reducer is not spare capacity worth spending there: with nothing routed
   there is nothing to learn, and idle routers at the floor (a quarter of the configured DSYNC) each sent four
   SYNCs a second and read the replies (BENCHMARKS.md, "Idle Dalton routers"). Routing resumes at the
   configured DSYNC and halves from there, as at start.
@@ -38,7 +39,7 @@ class DsyncPolicy:
 
     minimum: float
     maximum: float
-    rest: float | None = None  # a round that carried no records sets DSYNC back to at least this
+    rest: float | None = None  # a round that carried no records sets DSYNC to this
 
     def __post_init__(self) -> None:
         if not 0 < self.minimum <= self.maximum:
@@ -58,12 +59,12 @@ class DsyncPolicy:
     ) -> float:
         """The next DSYNC, within the bounds.
 
-        Doubled on request, else back to ``rest`` after a round of no ``records``, else halved if idle > processing.
+        Doubled on request, else ``rest`` after a round of no ``records``, else halved if idle > processing.
         """
         if double:
             return min(2 * dsync, self.maximum)
         if records == 0 and self.rest is not None:
-            return min(max(dsync, self.rest), self.maximum)
+            return self.rest
         if idle is not None and processing is not None and idle > processing:
             return max(dsync / 2, self.minimum)
         return min(max(dsync, self.minimum), self.maximum)

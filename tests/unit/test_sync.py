@@ -94,7 +94,7 @@ def test_a_round_with_no_records_returns_dsync_to_rest() -> None:
     assert (pol.minimum, pol.maximum, pol.rest) == (250, 16_000, 1000)
     assert pol.adapt(250, False, idle=300, processing=1, records=0) == 1000  # every router idle: back to rest
     assert pol.adapt(250, False, idle=300, processing=1, records=5) == 250  # traffic: halved, at the floor
-    assert pol.adapt(4000, False, idle=300, processing=1, records=0) == 4000  # above rest: kept, not shortened
+    assert pol.adapt(4000, False, idle=300, processing=1, records=0) == 1000  # doubled before: back to rest too
     assert pol.adapt(250, True, idle=300, processing=1, records=0) == 500  # a router asked: doubled first
     with pytest.raises(ValueError, match="rest"):
         DsyncPolicy(100, 800, rest=50)
