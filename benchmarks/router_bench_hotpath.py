@@ -1,6 +1,7 @@
 """router-bench's hot-path profile: per-record CPU cost of each phase of the batch loop, without a broker.
 
-The worker's own code for one batch, per configuration, workload and routed wire format
+The worker's own code for one batch, per configuration, workload (the plain ones and the field ones, whose
+routes read an event time and a measure from the value) and routed wire format
 (:class:`benchmarks.planes.OfflinePlane`): extract, assign (the partitioner, the window clock and the window
 metrics, as in the worker), and produce (encode + ``produce()``/``produce_batch()`` into librdkafka's queue).
 Real ``confluent_kafka.Message`` objects are built in memory and the producer's broker does not exist
@@ -15,15 +16,18 @@ from typing import Any
 
 from benchmarks.planes import PASSTHROUGH, OfflinePlane, PassThrough
 from benchmarks.router_bench_pair import SLIDE, window
-from benchmarks.router_bench_workloads import WORKLOADS, in_memory_messages
+from benchmarks.router_bench_workloads import FIELD_WORKLOADS, WORKLOADS, in_memory_messages, key_source, route_fields
 
 __all__ = ["hotpath_table"]
 
 FORMATS = (1, 2)
 
 
-def _once(msgs: list[Any], name: str, batch: int, combiners: int, fmt: int, slide: int) -> list[float]:
-    """Thread CPU seconds of extract, assign, produce over ``msgs`` for one configuration."""
+def _once(msgs: list[Any], name: str, batch: int, combiners: int, fmt: int, slide: int, source: str) -> list[float]:
+    """Thread CPU seconds of extract, assign, produce over ``msgs`` for one configuration.
+
+    ``source``: how the route reads a record (:func:`benchmarks.router_bench_workloads.key_source`).
+    """
     from confluent_kafka import Producer
 
     from router.observability import RouterMetrics
@@ -35,6 +39,7 @@ def _once(msgs: list[Any], name: str, batch: int, combiners: int, fmt: int, slid
         combiners=combiners,
         window=window(slide),
         partitioner={"name": "hash" if name == PASSTHROUGH else name},
+        **route_fields(source),
     )
     part = PassThrough(combiners) if name == PASSTHROUGH else make_partitioner(route, name)
     router = RouterSettings(routed_format=fmt, batch_max_records=batch)
@@ -65,13 +70,13 @@ def hotpath_table(
         "| workload | configuration | format | extract | assign | produce | total µs/tuple | tuples per CPU-second |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for wl, s in WORKLOADS.items():
-        msgs = in_memory_messages(n, s, seed=1)
+    for wl, s in {**WORKLOADS, **FIELD_WORKLOADS}.items():
+        msgs = in_memory_messages(n, s, seed=1, fields=wl in FIELD_WORKLOADS)
         for name in names:
             for fmt in FORMATS:
                 best: list[float] | None = None
                 for _ in range(repeats):  # fresh partitioner each time; the fastest repetition is the least disturbed
-                    times = _once(msgs, name, batch, combiners, fmt, slide)
+                    times = _once(msgs, name, batch, combiners, fmt, slide, key_source(wl))
                     best = times if best is None or sum(times) < sum(best) else best
                 assert best is not None
                 t_ex, t_as, t_pr = best

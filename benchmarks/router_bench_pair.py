@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from benchmarks.planes import PASSTHROUGH, BoundedDataPlane, PassThrough
+from benchmarks.router_bench_workloads import route_fields
 from router.dataplane import RouteDataPlane
 from router.plane_parts import tune_gc
 
@@ -49,7 +50,8 @@ def make_plane(
 ) -> RouteDataPlane:
     """A data plane routing ``raw`` with ``name`` (a partitioner or :data:`PASSTHROUGH`) into a fresh combiner topic.
 
-    ``key_source``: the route's ``key.source`` (``field``: the value's ``key``; ``kafka_key``).
+    ``key_source``: how the route reads a record (``field``: the value's ``key``; ``kafka_key``; ``fields``: the
+    value's ``key``, event time ``t`` and measure ``v``), as :func:`benchmarks.router_bench_workloads.key_source`.
     """
     from connectors.admin import ensure_route_topics
     from router.observability import RouterMetrics
@@ -73,7 +75,7 @@ def make_plane(
                 "combiners": combiners,
                 "window": window(slide),
                 "partitioner": {"name": "hash" if name == PASSTHROUGH else name},
-                "key": {"source": key_source},
+                **route_fields(key_source),
             }
         ],
     )

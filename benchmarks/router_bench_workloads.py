@@ -3,7 +3,9 @@
 A workload draws ``n`` keys over :data:`KEYS` distinct keys (Zipf with the workload's exponent, or uniform)
 and turns record ``i`` with key ``k`` into the small JSON value ``{"key":"k<k>","v":<i>}``, spread round-robin
 over :data:`RAW_PARTITIONS` raw partitions. The keyed workloads (:data:`KEYED_WORKLOADS`) also write ``k<k>`` as
-each record's Kafka key, and their routes take the key from there (``key.source: kafka_key``). The end-to-end
+each record's Kafka key, and their routes take the key from there (``key.source: kafka_key``). The field
+workloads (:data:`FIELD_WORKLOADS`) write ``{"key":"k<k>","t":<ms>,"v":<i>}`` and their routes read the event
+time from ``t`` and a measure from ``v``, the shape of the demo's and ``e2e-bench``'s routes. The end-to-end
 sections route a topic preloaded with it (:func:`preload`); the hot-path profile routes the same records as
 in-memory Kafka messages (:func:`in_memory_messages`).
 """
@@ -16,6 +18,7 @@ import numpy as np
 
 __all__ = [
     "ALL_WORKLOADS",
+    "FIELD_WORKLOADS",
     "KEYED_WORKLOADS",
     "KEYS",
     "RAW_PARTITIONS",
@@ -29,7 +32,11 @@ __all__ = [
 WORKLOADS = {"zipf1.5": 1.5, "uniform": 0.0}
 #: the same records with Kafka keys, routed on them (run when asked for by name)
 KEYED_WORKLOADS = {"zipf1.5-keyed": 1.5, "uniform-keyed": 0.0}
-ALL_WORKLOADS = {**WORKLOADS, **KEYED_WORKLOADS}
+#: the same keys with an event time and a measure in the value, routed on them (run when asked for by name)
+FIELD_WORKLOADS = {"zipf1.5-fields": 1.5, "uniform-fields": 0.0}
+ALL_WORKLOADS = {**WORKLOADS, **KEYED_WORKLOADS, **FIELD_WORKLOADS}
+#: the field workloads' first event time (ms); record ``i`` is ``i`` ms later
+T0_MS = 1_700_000_000_000
 KEYS = 10_000
 RAW_PARTITIONS = 4
 
@@ -43,14 +50,33 @@ def workload_keys(n: int, s: float, seed: int) -> list[int]:
     return list(keys.tolist())
 
 
-def _value(key: int, i: int) -> bytes:
+def _value(key: int, i: int, fields: bool = False) -> bytes:
+    if fields:
+        return b'{"key":"k%d","t":%d,"v":%d}' % (key, T0_MS + i, i)
     return b'{"key":"k%d","v":%d}' % (key, i)
 
 
-def preload(bootstrap: str, topic: str, n: int, s: float, seed: int, *, keyed: bool = False) -> None:
+def key_source(workload: str) -> str:
+    """How the workload's routes read their records: ``field``, ``kafka_key`` or ``fields`` (see the module)."""
+    if workload in KEYED_WORKLOADS:
+        return "kafka_key"
+    return "fields" if workload in FIELD_WORKLOADS else "field"
+
+
+def route_fields(source: str) -> dict[str, Any]:
+    """The route settings that read a record as :func:`key_source` names it."""
+    if source == "fields":
+        return {"key": {"source": "field"}, "time": {"source": "field", "field": "t", "unit": "ms"}, "value_field": "v"}
+    return {"key": {"source": source}}
+
+
+def preload(
+    bootstrap: str, topic: str, n: int, s: float, seed: int, *, keyed: bool = False, fields: bool = False
+) -> None:
     """Create ``topic`` with :data:`RAW_PARTITIONS` partitions and write the workload's ``n`` records to it.
 
-    ``keyed``: each record's Kafka key is ``k<k>`` too (the keyed workloads).
+    ``keyed``: each record's Kafka key is ``k<k>`` too (the keyed workloads); ``fields``: values with an event
+    time and a measure (the field workloads).
     """
     from connectors.admin import TopicSpec, ensure_topics
     from connectors.kafka import make_admin, make_producer, produce_waiting
@@ -60,17 +86,17 @@ def preload(bootstrap: str, topic: str, n: int, s: float, seed: int, *, keyed: b
     ensure_topics(make_admin(kafka), [TopicSpec(topic, RAW_PARTITIONS)])
     p = make_producer(kafka, **{"linger.ms": 20})
     for i, k in enumerate(workload_keys(n, s, seed)):
-        produce_waiting(p, topic, _value(k, i), b"k%d" % k if keyed else None, partition=i % RAW_PARTITIONS)
+        produce_waiting(p, topic, _value(k, i, fields), b"k%d" % k if keyed else None, partition=i % RAW_PARTITIONS)
     if p.flush(120) != 0:
         raise RuntimeError(f"preloading {topic} did not finish")
 
 
-def in_memory_messages(n: int, s: float, seed: int) -> list[Any]:
+def in_memory_messages(n: int, s: float, seed: int, *, fields: bool = False) -> list[Any]:
     """The same records as real ``confluent_kafka.Message`` objects built in memory (topic ``raw``)."""
     from confluent_kafka import Message
 
     return [
-        Message(topic="raw", partition=i % RAW_PARTITIONS, offset=i // RAW_PARTITIONS, value=_value(k, i),
+        Message(topic="raw", partition=i % RAW_PARTITIONS, offset=i // RAW_PARTITIONS, value=_value(k, i, fields),
                 timestamp=(1, 1_700_000_000_000 + i))
         for i, k in enumerate(workload_keys(n, s, seed))
     ]  # fmt: skip

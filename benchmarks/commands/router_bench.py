@@ -25,8 +25,9 @@ def router_bench(
     workloads: str = typer.Option(
         "zipf1.5,uniform",
         "--workloads",
-        help="comma-separated: zipf1.5, uniform, and their keyed variants zipf1.5-keyed, uniform-keyed (Kafka keys, "
-        "routes with key.source kafka_key)",
+        help="comma-separated: zipf1.5, uniform, their keyed variants zipf1.5-keyed, uniform-keyed (Kafka keys, "
+        "routes with key.source kafka_key) and field variants zipf1.5-fields, uniform-fields (values with an event "
+        "time t and a measure v, routes reading both, as the demo's)",
     ),
     timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="longest run of one worker process (s)"),
     producer_conf: str = typer.Option("{}", "--producer-conf", help="extra librdkafka producer properties (JSON)"),
