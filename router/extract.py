@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from router.extract_batch import ARROW_MIN, Limits, arrow_plan, extract_arrow, extract_opaque
+from router.extract_batch import ARROW_MIN, ARROW_MIN_BYTES, Limits, arrow_plan, extract_arrow, extract_opaque
 from router.extract_fields import (
     MAX_TIME_MS,
     BadRecord,
@@ -97,7 +97,8 @@ class Extractor:
         if self._opaque:
             done = extract_opaque(messages, self._limits(), self._one)
         elif self._arrow is not None and len(messages) >= ARROW_MIN:
-            done = extract_arrow(messages, self._arrow, self._limits(), self._one)
+            least = ARROW_MIN_BYTES if self._fast_key is not None else 0  # the plain shape's own path is as fast
+            done = extract_arrow(messages, self._arrow, self._limits(), self._one, least)
         if done is not None:
             return done
         if self._fast_key is not None:

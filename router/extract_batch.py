@@ -4,8 +4,10 @@
 (and the extractor goes on record by record), and sends any record it has a doubt about through the extractor's
 per-record function ``one``, which gives the exact answer or error, so a batch comes out the same either way:
 
-* :func:`extract_arrow`: key, time and measure are top-level JSON fields (or the time is the Kafka timestamp),
-  and the records average at least :data:`ARROW_MIN_BYTES`: Arrow's JSON reader parses the batch in one call.
+* :func:`extract_arrow`: key, time and measure are top-level JSON fields (or the time is the Kafka timestamp):
+  Arrow's JSON reader parses the batch in one call. The caller passes a least average record size: records of
+  the plain shape (top-level key, Kafka timestamp, no measure) have a per-record path about as fast as Arrow
+  for small records, so they come here from :data:`ARROW_MIN_BYTES`; any other route comes here at any size.
   A batch Arrow cannot read as a whole (a field of another JSON type, a value that is not an object, a literal
   newline, invalid UTF-8) goes record by record entirely.
 * :func:`extract_opaque`: nothing is read from the value (the key is the Kafka key, the time the Kafka
@@ -47,7 +49,9 @@ class Limits:
 
 #: Smaller batches are extracted record by record (Arrow's fixed cost per call is not worth it).
 ARROW_MIN = 64
-#: Batches of smaller records on average are extracted record by record (Arrow's per-batch cost is not repaid).
+#: Plain-shape batches (top-level key, Kafka timestamp, no measure) of smaller records on average are extracted
+#: record by record: that shape's per-record path is about as fast as Arrow there. Other routes have no such
+#: path, and Arrow takes 0.35-0.55 of their per-record CPU for records of 42 bytes (BENCHMARKS.md).
 ARROW_MIN_BYTES = 128
 #: Larger batches (bytes) are extracted record by record (Arrow's binary/string offsets are 32-bit).
 ARROW_MAX_BYTES = 1 << 30
@@ -86,16 +90,21 @@ def arrow_plan(route: RouteSettings) -> ArrowPlan | None:
     return ArrowPlan(route.key.field or "key", time_field, route.value_field, parse)
 
 
-def extract_arrow(messages: Sequence[RawMessage], plan: ArrowPlan, limits: Limits, one: One) -> Extracted | None:
-    """Top-level fields of the whole batch parsed by Arrow; ``None`` when Arrow cannot read the batch."""
+def extract_arrow(
+    messages: Sequence[RawMessage], plan: ArrowPlan, limits: Limits, one: One, min_bytes: int = 0
+) -> Extracted | None:
+    """Top-level fields of the whole batch parsed by Arrow; ``None`` when Arrow cannot read it.
+
+    ``None`` too when its records average fewer than ``min_bytes`` bytes.
+    """
     values = [m.value() for m in messages]
     n = len(values)
     try:
         joined = b"\n".join(values)  # type: ignore[arg-type]  # a None value raises: record by record then
     except TypeError:
         return None
-    if not ARROW_MIN_BYTES * n <= len(joined) <= ARROW_MAX_BYTES or joined.count(b"\n") != n - 1:
-        return None  # small records (per record is as fast), a huge batch, or a newline inside a record
+    if not min_bytes * n <= len(joined) <= ARROW_MAX_BYTES or joined.count(b"\n") != n - 1:
+        return None  # small records (below min_bytes), a huge batch, or a newline inside a record
     try:
         pa.array([joined], pa.binary()).cast(pa.string())  # UTF-8 checked (orjson refuses invalid UTF-8)
         table = pj.read_json(

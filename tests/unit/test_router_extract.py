@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 
@@ -109,14 +111,42 @@ def _extracted(ex: Extractor, msgs: list[SourceRecord]) -> tuple[object, ...]:
     ids=["kafka-ts", "field-time", "field-time+measure", "measure"],
 )  # fmt: skip
 @pytest.mark.parametrize("odd", range(len(_ODD) + 1))
-def test_vectorized_extraction_equals_record_by_record(route: dict[str, object], odd: int) -> None:
-    """One odd record among good ones: the Arrow path gives exactly what the per-record path gives."""
-    pad = b"p" * 150  # records large enough for the vectorized path
+@pytest.mark.parametrize("pad", [b"p" * 150, b""], ids=["large", "small"])
+def test_vectorized_extraction_equals_record_by_record(route: dict[str, object], odd: int, pad: bytes) -> None:
+    """One odd record among good ones: the Arrow path gives exactly what the per-record path gives (large
+    records take it on every route, small ones on every route but the plain shape)."""
     good = [b'{"key":"k%d","t":%d,"m":%d,"pad":"%s"}' % (i, 1_700_000_000_000 + i, i, pad) for i in range(100)]
     values = good[:50] + ([_ODD[odd]] if odd < len(_ODD) else []) + good[50:]
     msgs = [Msg(v, o=i, ts=None if i == 70 else 1_700_000_000_000 + i) for i, v in enumerate(values)]
     r = _route(max_record_bytes=1_000_000, **route)
     assert _extracted(Extractor(r, vectorized=True), msgs) == _extracted(Extractor(r), msgs)
+
+
+@pytest.mark.parametrize(
+    ("route", "arrow"),
+    [({}, False), ({"time": {"source": "field", "field": "t"}}, True), ({"value_field": "m"}, True)],
+    ids=["plain", "field-time", "measure"],
+)
+def test_small_records_take_arrow_unless_the_route_has_the_plain_path(
+    route: dict[str, object], arrow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records of about 40 bytes: Arrow parses the batch for a route with a time field or a measure (its
+    per-record path parses each record in full); the plain shape keeps its own per-record path."""
+    import router.extract as extract
+
+    taken: list[bool] = []
+    real = extract.extract_arrow
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(extract, "extract_arrow", spy)
+    msgs = [Msg(b'{"key":"k%d","t":%d,"m":1}' % (i, _T + i), o=i) for i in range(100)]
+    out = Extractor(_route(**route), vectorized=True).extract(msgs, _T + 1_000)
+    assert len(out.keys) == 100 and not out.bad
+    assert taken == [arrow]
 
 
 @pytest.mark.parametrize("odd", range(len(_ODD) + 1))
