@@ -38,6 +38,8 @@ def release_variants(args: argparse.Namespace) -> list[Variant]:
 
 def label(variant: Variant) -> str:
     release, fmt, k = variant
+    if release == BASELINE:  # run with its own settings: format 1 for releases before format 2, else format 2
+        return f"{release} (its default format)"
     return f"{release} (format {fmt}{'' if k is None else f', in flight {k}'})"
 
 
@@ -106,7 +108,8 @@ def release_table(
             for v in variants:
                 f = figures(runs_by.get((name, v), []), raw_bytes, v1_bytes)
                 figs[v] = f
-                entries.append({"workload": wl, "configuration": name, "release": v[0], "routed_format": v[1],
+                entries.append({"workload": wl, "configuration": name, "release": v[0],
+                                "routed_format": None if v[0] == BASELINE else v[1],
                                 "max_in_flight": v[2], **f})  # fmt: skip
                 if not f["ok"]:
                     cells.append("failed | | |")
