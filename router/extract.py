@@ -27,7 +27,15 @@ from collections.abc import Sequence
 
 import orjson
 
-from router.extract_batch import ARROW_MIN, ARROW_MIN_BYTES, Limits, arrow_plan, extract_arrow, extract_opaque
+from router.extract_batch import (
+    ARROW_MIN,
+    ARROW_MIN_BYTES,
+    Limits,
+    arrow_plan,
+    extract_arrow,
+    extract_opaque,
+    warm_arrow,
+)
 from router.extract_fields import (
     MAX_TIME_MS,
     BadRecord,
@@ -84,6 +92,8 @@ class Extractor:
         self._time_field = (route.time.field or "t") if route.time.source == "field" else "timestamp"
         self._max_time = MAX_TIME_MS  # this batch's upper bound of event times (see extract)
         self._arrow = arrow_plan(route) if vectorized else None
+        if self._arrow is not None:
+            warm_arrow()
         #: Format 2 and nothing read from the value: values are never parsed (they need not be JSON).
         self._opaque = vectorized and route.key.source == "kafka_key" and not self._needs_object
 

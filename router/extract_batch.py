@@ -17,6 +17,7 @@ per-record function ``one``, which gives the exact answer or error, so a batch c
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from router.extract_fields import BadRecord, Extracted, RawMessage, unexpected
 from schemas.exceptions import RecordError
 from schemas.settings import RouteSettings
 
-__all__ = ["ARROW_MIN", "ArrowPlan", "Limits", "One", "arrow_plan", "extract_arrow", "extract_opaque"]
+__all__ = ["ARROW_MIN", "ArrowPlan", "Limits", "One", "arrow_plan", "extract_arrow", "extract_opaque", "warm_arrow"]
 
 #: The extractor's per-record function: key, event time, measure, value; raises for a bad record.
 One = Callable[[RawMessage], tuple[str, int, float | None, bytes]]
@@ -47,8 +48,9 @@ class Limits:
     max_time: int
 
 
-#: Smaller batches are extracted record by record (Arrow's fixed cost per call is not worth it).
-ARROW_MIN = 64
+#: Smaller batches are extracted record by record: Arrow's JSON reader costs about 0.25 ms per call and the
+#: whole batch path about 0.65 ms, which 42-byte records repay from 600-800 records per batch (BENCHMARKS.md).
+ARROW_MIN = 1000
 #: Plain-shape batches (top-level key, Kafka timestamp, no measure) of smaller records on average are extracted
 #: record by record: that shape's per-record path is about as fast as Arrow there. Other routes have no such
 #: path, and Arrow takes 0.35-0.55 of their per-record CPU for records of 42 bytes (BENCHMARKS.md).
@@ -65,6 +67,17 @@ class ArrowPlan:
     time: str | None  # None: the Kafka timestamp
     measure: str | None
     parse: pj.ParseOptions
+
+
+@functools.cache
+def warm_arrow() -> None:
+    """Pay pyarrow's one-time set-up now, not inside the first batch a worker routes.
+
+    Its first conversion of a Python object (a scalar, ``to_numpy``, ``to_pylist``) looks for pandas and imports
+    it when installed: 0.5 s of CPU and about 44 MB once per process (measured). The data plane calls this when it
+    builds a route that takes this path.
+    """
+    pa.scalar(0)
 
 
 def arrow_plan(route: RouteSettings) -> ArrowPlan | None:
@@ -106,7 +119,7 @@ def extract_arrow(
     if not min_bytes * n <= len(joined) <= ARROW_MAX_BYTES or joined.count(b"\n") != n - 1:
         return None  # small records (below min_bytes), a huge batch, or a newline inside a record
     try:
-        pa.array([joined], pa.binary()).cast(pa.string())  # UTF-8 checked (orjson refuses invalid UTF-8)
+        _check_utf8(joined)  # orjson refuses invalid UTF-8
         table = pj.read_json(
             io.BytesIO(joined),
             read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(joined) + 1)),
@@ -142,6 +155,12 @@ def extract_arrow(
         offsets: list[int] = [m.offset() for m in messages]  # type: ignore[misc]
         return Extracted(keys, t_list, measures, values, parts, offsets)  # type: ignore[arg-type]  # no None
     return _mixed(messages, good, keys, t_list, measures, values, one)  # type: ignore[arg-type]  # no None
+
+
+def _check_utf8(data: bytes) -> None:
+    """Raise :class:`pyarrow.ArrowInvalid` unless ``data`` is valid UTF-8 (one string over the bytes, no copy)."""
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int32))  # within ARROW_MAX_BYTES
+    pa.Array.from_buffers(pa.string(), 1, [None, offsets, pa.py_buffer(data)]).validate(full=True)
 
 
 def extract_opaque(messages: Sequence[RawMessage], limits: Limits, one: One) -> Extracted | None:

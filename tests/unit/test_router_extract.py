@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from router.extract import Extractor, SourceRecord
+from router.extract_batch import ARROW_MIN
 from schemas.exceptions import RecordError
 from schemas.settings import RouteSettings
 
@@ -115,7 +116,7 @@ def _extracted(ex: Extractor, msgs: list[SourceRecord]) -> tuple[object, ...]:
 def test_vectorized_extraction_equals_record_by_record(route: dict[str, object], odd: int, pad: bytes) -> None:
     """One odd record among good ones: the Arrow path gives exactly what the per-record path gives (large
     records take it on every route, small ones on every route but the plain shape)."""
-    good = [b'{"key":"k%d","t":%d,"m":%d,"pad":"%s"}' % (i, 1_700_000_000_000 + i, i, pad) for i in range(100)]
+    good = [b'{"key":"k%d","t":%d,"m":%d,"pad":"%s"}' % (i, 1_700_000_000_000 + i, i, pad) for i in range(ARROW_MIN)]
     values = good[:50] + ([_ODD[odd]] if odd < len(_ODD) else []) + good[50:]
     msgs = [Msg(v, o=i, ts=None if i == 70 else 1_700_000_000_000 + i) for i, v in enumerate(values)]
     r = _route(max_record_bytes=1_000_000, **route)
@@ -130,8 +131,8 @@ def test_vectorized_extraction_equals_record_by_record(route: dict[str, object],
 def test_small_records_take_arrow_unless_the_route_has_the_plain_path(
     route: dict[str, object], arrow: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Records of about 40 bytes: Arrow parses the batch for a route with a time field or a measure (its
-    per-record path parses each record in full); the plain shape keeps its own per-record path."""
+    """Records of about 40 bytes: Arrow parses a batch of ARROW_MIN records for a route with a time field or a
+    measure (its per-record path parses each record in full); the plain shape keeps its own per-record path."""
     import router.extract as extract
 
     taken: list[bool] = []
@@ -143,10 +144,13 @@ def test_small_records_take_arrow_unless_the_route_has_the_plain_path(
         return out
 
     monkeypatch.setattr(extract, "extract_arrow", spy)
-    msgs = [Msg(b'{"key":"k%d","t":%d,"m":1}' % (i, _T + i), o=i) for i in range(100)]
-    out = Extractor(_route(**route), vectorized=True).extract(msgs, _T + 1_000)
-    assert len(out.keys) == 100 and not out.bad
+    msgs = [Msg(b'{"key":"k%d","t":%d,"m":1}' % (i, _T + i), o=i) for i in range(ARROW_MIN)]
+    out = Extractor(_route(**route), vectorized=True).extract(msgs, _T + 10_000)
+    assert len(out.keys) == ARROW_MIN and not out.bad
     assert taken == [arrow]
+    taken.clear()
+    Extractor(_route(**route), vectorized=True).extract(msgs[: ARROW_MIN - 1], _T + 10_000)
+    assert taken == []  # a smaller batch: record by record (Arrow's fixed cost per call is not repaid)
 
 
 @pytest.mark.parametrize("odd", range(len(_ODD) + 1))
