@@ -50,16 +50,7 @@ from benchmarks.router_bench_report import (
     release_variants,
     separate_table,
 )
-from benchmarks.router_bench_workloads import (
-    ALL_WORKLOADS,
-    FIELD_WORKLOADS,
-    KEYED_WORKLOADS,
-    KEYS,
-    RAW_PARTITIONS,
-    WORKLOADS,
-    key_source,
-    preload,
-)
+from benchmarks.router_bench_workloads import ALL_WORKLOADS, KEYS, RAW_PARTITIONS, WORKLOADS, key_source, preload
 
 __all__ = ["main"]
 
@@ -294,12 +285,11 @@ def main(
             args.bootstrap = broker.bootstrap
         try:
             for wl in args.workloads.split(","):
-                keyed, fields = wl in KEYED_WORKLOADS, wl in FIELD_WORKLOADS
                 args.key_source = key_source(wl)  # the workload's routes (children follow args)
                 raw = f"bench-{wl}-{time.time_ns()}"
                 label = wl if len(kinds) == 1 else f"{wl} on {kind}"
                 t0 = time.monotonic()
-                preload(args.bootstrap, raw, args.n, ALL_WORKLOADS[wl], seed=1, keyed=keyed, fields=fields)
+                preload(args.bootstrap, raw, args.n, wl, seed=1)
                 print(f"{label}: preloaded {args.n:,} records in {time.monotonic() - t0:.1f} s", flush=True)
                 if args.mode in ("pairs", "both"):
                     _pair_rounds(args, raw, [x for x in names if x != PASSTHROUGH], pairs.setdefault(label, {}))

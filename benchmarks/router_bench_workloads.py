@@ -70,13 +70,11 @@ def route_fields(source: str) -> dict[str, Any]:
     return {"key": {"source": source}}
 
 
-def preload(
-    bootstrap: str, topic: str, n: int, s: float, seed: int, *, keyed: bool = False, fields: bool = False
-) -> None:
-    """Create ``topic`` with :data:`RAW_PARTITIONS` partitions and write the workload's ``n`` records to it.
+def preload(bootstrap: str, topic: str, n: int, workload: str, seed: int) -> None:
+    """Create ``topic`` with :data:`RAW_PARTITIONS` partitions and write ``workload``'s ``n`` records to it.
 
-    ``keyed``: each record's Kafka key is ``k<k>`` too (the keyed workloads); ``fields``: values with an event
-    time and a measure (the field workloads).
+    The keyed workloads write each record's Kafka key ``k<k>`` too; the field workloads write values with an
+    event time and a measure.
     """
     from connectors.admin import TopicSpec, ensure_topics
     from connectors.kafka import make_admin, make_producer, produce_waiting
@@ -85,18 +83,20 @@ def preload(
     kafka = KafkaSettings(bootstrap_servers=bootstrap)
     ensure_topics(make_admin(kafka), [TopicSpec(topic, RAW_PARTITIONS)])
     p = make_producer(kafka, **{"linger.ms": 20})
-    for i, k in enumerate(workload_keys(n, s, seed)):
+    keyed, fields = workload in KEYED_WORKLOADS, workload in FIELD_WORKLOADS
+    for i, k in enumerate(workload_keys(n, ALL_WORKLOADS[workload], seed)):
         produce_waiting(p, topic, _value(k, i, fields), b"k%d" % k if keyed else None, partition=i % RAW_PARTITIONS)
     if p.flush(120) != 0:
         raise RuntimeError(f"preloading {topic} did not finish")
 
 
-def in_memory_messages(n: int, s: float, seed: int, *, fields: bool = False) -> list[Any]:
-    """The same records as real ``confluent_kafka.Message`` objects built in memory (topic ``raw``)."""
+def in_memory_messages(n: int, workload: str, seed: int) -> list[Any]:
+    """``workload``'s records as real ``confluent_kafka.Message`` objects built in memory (topic ``raw``)."""
     from confluent_kafka import Message
 
+    fields = workload in FIELD_WORKLOADS
     return [
         Message(topic="raw", partition=i % RAW_PARTITIONS, offset=i // RAW_PARTITIONS, value=_value(k, i, fields),
-                timestamp=(1, 1_700_000_000_000 + i))
-        for i, k in enumerate(workload_keys(n, s, seed))
+                timestamp=(1, T0_MS + i))
+        for i, k in enumerate(workload_keys(n, ALL_WORKLOADS[workload], seed))
     ]  # fmt: skip

@@ -92,6 +92,8 @@ class Extractor:
         self._time_field = (route.time.field or "t") if route.time.source == "field" else "timestamp"
         self._max_time = MAX_TIME_MS  # this batch's upper bound of event times (see extract)
         self._arrow = arrow_plan(route) if vectorized else None
+        #: The plain shape's own per-record pass is as fast as Arrow for small records; other routes have none.
+        self._arrow_min_bytes = ARROW_MIN_BYTES if self._fast_key is not None else 0
         if self._arrow is not None:
             warm_arrow()
         #: Format 2 and nothing read from the value: values are never parsed (they need not be JSON).
@@ -107,8 +109,7 @@ class Extractor:
         if self._opaque:
             done = extract_opaque(messages, self._limits(), self._one)
         elif self._arrow is not None and len(messages) >= ARROW_MIN:
-            least = ARROW_MIN_BYTES if self._fast_key is not None else 0  # the plain shape's own path is as fast
-            done = extract_arrow(messages, self._arrow, self._limits(), self._one, least)
+            done = extract_arrow(messages, self._arrow, self._limits(), self._one, self._arrow_min_bytes)
         if done is not None:
             return done
         if self._fast_key is not None:
