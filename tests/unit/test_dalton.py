@@ -121,6 +121,7 @@ def flights_keys(size: int) -> np.ndarray:
         ("flights", 8, 20_000),  # one router's planned homes: 1.075 replication (floor 1.000) before them
         ("flights", 16, 5_000),  # 1.162 before them
         ("flights", 16, 20_000),  # 1.092 before a held key outgrowing its combiners took them to the hold cap
+        ("flights", 32, 5_000),  # 1.200 (floor 1.096) before one router's hold cap looked at the scope's forecast
         ("zipf20_1k", 32, 5_000),  # 1.337 (floor 1.262) before one router planned its large keys' sets
         ("zipf20_1k", 32, 20_000),  # a guard: the sweep's stream of this cell was over (1.187, floor 1.135)
     ],
@@ -131,6 +132,22 @@ def test_quality_at_the_floor(workload: str, n: int, w: int) -> None:
     ratio, rep, floor = micro_batch_quality("dalton", keys, n, w)
     assert ratio <= 1.05, (ratio, rep, floor)
     assert rep <= floor + 0.05, (ratio, rep, floor)
+
+
+def test_the_scope_forecast_projects_the_elapsed_time_and_never_exceeds_the_last_scope() -> None:
+    """Tuples so far over the elapsed share of the scope; no more than the last scope held; 0 when unknown."""
+    part = P.create("dalton", n=4, window=12_000, slide=1_000, seed=1)
+    part.assign(list(range(100)), np.full(100, 5_000))  # one instant: no elapsed time yet
+    assert part.scope_forecast(0) == 0.0
+    part.assign(list(range(150)), np.linspace(5_000, 5_250, 150).astype(np.int64))
+    assert part.scope_forecast(0) == pytest.approx(250 * 1_000 / 250)  # a quarter of the scope: four times
+    part.assign(list(range(750)), np.linspace(5_250, 5_999, 750).astype(np.int64))
+    assert part.scope_forecast(0) == pytest.approx(1_000 * 1_000 / 999)  # the scope's end: what it holds
+    part.assign(list(range(10)), np.linspace(6_000, 6_100, 10).astype(np.int64))  # the next scope
+    assert part.last_total == 1_000
+    assert part.scope_forecast(0) == pytest.approx(100)  # 10 tuples in a tenth of the scope: fewer than the last
+    part.assign(list(range(5_000)), np.full(5_000, 6_101))
+    assert part.scope_forecast(0) == 1_000  # a burst projects to 49,604: bounded by the last scope
 
 
 def test_one_router_plans_a_large_keys_combiners() -> None:

@@ -104,7 +104,7 @@ def test_one_router_plans_the_next_scope_on_the_closing_one() -> None:
     a.assign(keys[:25_000], times[:25_000])
     b = make(window=120_000, slide=10_000)
     b.restore(a.snapshot())
-    assert a.scope_segments and a.state_version == 5
+    assert a.scope_segments and a.state_version == 6
     outs = [p.assign(keys[25_000:], times[25_000:]).tolist() for p in (a, b)]
     assert outs[0] == outs[1]
     assert a.last_comb.tolist() == b.last_comb.tolist()

@@ -12,9 +12,10 @@ segment of a batch, against the scope-to-date mean ``level`` (the scope's load o
 divided by ``n``):
 
 1. keys not split and not hot: first the ones a combiner already holds in the scope, smallest first (they stay
-   there up to ``level * (1 + 2 balance)``, ``1 + 2.5 balance`` with one router, so a full combiner splits
-   its largest key), then the new ones largest first, each whole on the first combiner of its probe order
-   with room. A key's probe order starts with its two hash candidates.
+   there up to ``level * (1 + 2 balance)``; with one router up to ``level + 2.5 balance * E``, ``E`` the
+   mean the scope is expected to end with (:meth:`~DaltonPartitioner.scope_forecast`, between ``level`` and
+   ``4 level``), so a full combiner splits its largest key), then the new ones largest first, each whole on
+   the first combiner of its probe order with room. A key's probe order starts with its two hash candidates.
    One router plans each new scope on the closing one's counts (:func:`.sticky.plan_homes`): largest first,
    a key keeps the combiner it had while that stays within the mean, else it moves to the least loaded one.
    A key new to the scope tries its planned home first, with room under ``1 + balance`` times the larger of
@@ -112,7 +113,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
     name = "dalton"
     splits_keys = True
     n_hashes = 2
-    state_version = 5  # 3: sticky placement (shared combiner sets); 4: one router's planned homes; 5: agreed fits
+    state_version = 6  # 3: sticky placement (shared combiner sets); 4: one router's planned homes; 5: agreed fits;
+    # 6: the scope's first and latest times (its forecast)
 
     def __init__(
         self,
@@ -184,6 +186,9 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.last_total = 0.0
         #: the current scope's segments as (slots, tuples) pairs: what one router plans the next scope on
         self.scope_segments: list[tuple[IntP, I64]] = []
+        #: the first and the latest time routed in the current scope (what :meth:`scope_forecast` projects from)
+        self.scope_start = math.nan
+        self.scope_now = math.nan
         self._forward: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
 
     def _hash_count(self) -> int:
@@ -205,9 +210,25 @@ class DaltonPartitioner(KeySlots, Partitioner):
             if nxt and not self.cooperative:
                 plan_next_scope(self, block)
             self.scope_segments = []
+            self.scope_start = self.scope_now = t
         self.win.advance(block)
         if self.stats.advance(int(t // self.stats_window)):
             self.qtable.expire(self.stats.index)
+
+    def scope_forecast(self, segment: int) -> float:
+        """The tuples this router is expected to route in the current scope, ``segment`` more included (0: unknown).
+
+        The scope's tuples so far projected to the scope's end at the rate of its elapsed time (times never
+        decrease within a batch), and no more than the previous scope held: the smaller is the safer, since
+        one router lets a held key's combiner run ahead of the level by a share of it. At the scope's end the
+        projection is what the scope holds.
+        """
+        routed = float(self.win.head_load.sum()) + segment
+        elapsed = self.scope_now - self.scope_start
+        span = (self.win.block + 1) * self.slide - self.scope_start  # from the scope's first time to its end
+        projected = routed * span / elapsed if elapsed > 0 else math.inf
+        expected = min(projected, self.last_total if self.last_total > 0 else math.inf)
+        return 0.0 if math.isinf(expected) else expected
 
     def _segments(self, times: np.ndarray) -> list[tuple[int, int]]:
         size = times.shape[0]
@@ -223,6 +244,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
         segments = self._segments(times)
         if len(segments) == 1:  # the common case: the batch lies inside one slide
             self._advance(float(times[0]))
+            self.scope_now = float(times[-1])
             out, hot = self._segment(slots, batch.ids, np.bincount(batch.inverse), batch.inverse)
             if self.key_forwarding:
                 self._forward = self._forwardable(slots, hot)[batch.inverse]
@@ -232,6 +254,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
         seen = np.full(slots.shape[0], -1, dtype=np.intp)  # segment_keys' scratch
         for a, b in segments:
             self._advance(float(times[a]))
+            self.scope_now = float(times[b - 1])
             u, inv, counts = segment_keys(batch.inverse[a:b], seen)
             seg_out, hot = self._segment(slots[u], batch.ids[u], counts, inv)
             out[a:b] = seg_out

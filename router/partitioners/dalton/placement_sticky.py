@@ -23,6 +23,7 @@ from router.partitioners.dalton.sticky_segment import place_sticky_segment
 from router.partitioners.dalton.window import add_pieces
 
 __all__ = [
+    "HOLD_AHEAD",
     "HOLD_ONE",
     "PLAN_SMALL",
     "PLAN_SPLIT",
@@ -38,9 +39,13 @@ IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
-#: One router keeps a held key on its combiner up to the scope's mean times ``1 + HOLD_ONE * balance``
-#: (cooperating routers: ``1 + 2 balance``); with the default balance, 1.05.
+#: One router keeps a held key on its combiner up to ``level + HOLD_ONE * balance * E`` (cooperating routers:
+#: ``level * (1 + 2 balance)``); at a scope's end, with the default balance, 1.05 times its mean.
 HOLD_ONE = 2.5
+#: ``E`` above is the mean the scope is expected to end with (the partitioner's ``scope_forecast``), at least
+#: the level and at most this many levels. Early in a scope a combiner's count varies by far more than
+#: ``balance`` of the scope-to-date level, and a key split then stays split until the scope ends.
+HOLD_AHEAD = 4.0
 #: One router's plan moves keys of at least ``1 / PLAN_SMALL`` of a combiner's mean; smaller ones keep their homes.
 PLAN_SMALL = 64.0
 #: One router's plan gives a key of more than this many combiner means a combiner set of its own (filled to
@@ -69,6 +74,8 @@ class StickyPlacer(Protocol):
     shared_ids: npt.NDArray[np.uint64]
     shared_rows: npt.NDArray[np.bool_]
     shared_block: int
+
+    def scope_forecast(self, segment: int) -> float: ...
 
 
 def place_sticky(
@@ -113,6 +120,8 @@ def place_sticky(
         float(p.balance),
         HOLD_ONE,
         float(p.last_total),
+        p.scope_forecast(inv.shape[0]),
+        HOLD_AHEAD,
         bool(p.cooperative),
         bool(p.own_keys),
     )
@@ -164,7 +173,7 @@ def warm() -> None:
     last = np.full(1, -1, np.int16)
     place_sticky_segment(one, np.zeros(1, np.uint64), ones, one, np.zeros(1, np.bool_), np.zeros((1, n), np.bool_),
                          True, np.zeros(0, np.uint64), np.zeros((0, n), np.bool_), np.zeros(n, np.int64),
-                         np.zeros((1, 3), np.int16), np.ones(n), last, np.zeros((n, n)), 0.05, 2.5, 0.0,
+                         np.zeros((1, 3), np.int16), np.ones(n), last, np.zeros((n, n)), 0.05, 2.5, 0.0, 0.0, 4.0,
                          False, False)  # fmt: skip
     slots, counts = sum_by_slot(one, ones)
     plan_scope(slots, counts, last, n, 1.0, 64.0)

@@ -109,13 +109,17 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     balance: float,
     hold_one: float,
     last_total: float,
+    forecast: float,
+    ahead: float,
     cooperative: bool,
     own_keys: bool,
 ) -> tuple[IntP, I64, int]:
     """Place one segment; returns each tuple's combiner, the pieces ``(key, combiner, tuples)`` and their number.
 
     Updates ``last_comb`` (the keys' last whole combiners) and ``tail_pairs`` in place. ``shared_ids`` (sorted)
-    and ``shared_rows`` are the combiner sets valid in this scope (empty when none are).
+    and ``shared_rows`` are the combiner sets valid in this scope (empty when none are). ``forecast`` is the
+    tuples the scope is expected to hold in all (0: unknown); one router measures a held key's allowance
+    against it, at most ``ahead`` times the level (see :mod:`.placement_sticky`).
     """
     n = head_load.shape[0]
     k = slots.shape[0]
@@ -222,6 +226,10 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
         rows += place_keys(tail, counts, c1, c2, held, loads, spill, spill, buf[rows:], False, False)
         rows += place_keys(rest, counts, c1, c2, held, loads, cap, cap, buf[rows:], False, False)
     else:
+        # the allowance over the level, against the scope's expected mean: early in a scope the counts' noise
+        # is large next to the level, and a key split then stays split for the whole scope
+        expected = min(max(level, forecast / n), ahead * level)
+        hold_cap = level + hold_one * balance * expected
         rows += place_keys(held1, counts, c1, c2, held, loads, cap, hold_cap, buf[rows:], True, True)
         rows += place_keys(rest, counts, c1, c2, held, loads, cap, hold_cap, buf[rows:], False, True)
         rows += place_keys(fresh, counts, c1, c2, held, loads, cap, hold_cap, buf[rows:], True, True)
