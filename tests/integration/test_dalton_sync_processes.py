@@ -74,7 +74,14 @@ def test_router_workers_sync_and_leave(kafka: KafkaSettings, topic: str, tmp_pat
             assert rc == 0, log.read_text()[-3000:]
     msgs = _control(kafka, control)
     globals_ = [m for m in msgs if isinstance(m, GlobalMessage)]
-    assert {g.reducer for g in globals_ if g.members == ["wa", "wb"]} == {"wa"}  # the lowest id reduces
+    both = [i for i, m in enumerate(msgs) if isinstance(m, GlobalMessage) and m.members == ["wa", "wb"]]
+    assert any(msgs[i].reducer == "wa" for i in both)  # the lowest id reduces
+    # wb closes such a round only once wa has left (its leaving SYNC is in the round), or after deposing wa for
+    # holding a round past the takeover timeout (a starved process on a loaded host: by design)
+    wa_left = next(i for i, m in enumerate(msgs) if isinstance(m, SyncMessage) and m.leaving and m.instance == "wa")
+    early = [msgs[i].round for i in both if msgs[i].reducer == "wb" and i < wa_left]
+    deposed = "deposing it" in (tmp_path / "wb.log").read_text()
+    assert not early or deposed, f"wb reduced rounds {early} with wa live and not deposed"
     rounds = [g.round for g in globals_]
     assert rounds == sorted(rounds)
     assert {m.instance for m in msgs if isinstance(m, SyncMessage) and m.leaving} == {"wa", "wb"}
