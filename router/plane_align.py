@@ -115,6 +115,7 @@ class EventTimeAlign:
         self.seen: dict[int, float] = {}  # raw partition -> clock() when it last delivered (or was assigned)
         self.start: dict[int, int] = {}  # raw partition -> committed offset when assigned (-1: none)
         self.paused: set[int] = set()
+        self.stale_pauses: set[int] = set()  # paused when they were revoked: resumed if assigned again
         #: raw partition -> the offset it was paused (and sought) at, while it has delivered nothing since: where
         #: the consumer stands, sought again at the resume
         self.resume_at: dict[int, int] = {}
@@ -140,7 +141,7 @@ class EventTimeAlign:
         """The records to route this turn (``ext`` just consumed, plus held ones); pauses and resumes partitions."""
         if not self.enabled:
             return ext
-        now = self._track(assignment)
+        now = self._track(consumer, assignment)
         runs = partition_runs(ext.partitions)
         delivered: dict[int, int] = {}
         for a, _ in runs:
@@ -208,6 +209,7 @@ class EventTimeAlign:
         for p in parts:
             for d in (self.held, self.front, self.seen, self.start):
                 d.pop(p, None)
+        self.stale_pauses |= self.paused & set(parts)  # librdkafka keeps them paused if they come back (_track)
         self.paused -= set(parts)
         self.resume_at.clear()  # positions may have moved: the consumer's own are the ones to fetch from
         self.inflight.clear()  # the batches in flight were completed, or are dropped: read again
@@ -265,13 +267,26 @@ class EventTimeAlign:
             out.bad += bad
         return out
 
-    def _track(self, assignment: set[int]) -> float:
-        """Forget partitions no longer assigned (their pause and held records went with them); note new ones."""
+    def _track(self, consumer: Any, assignment: set[int]) -> float:
+        """Forget partitions no longer assigned (their pause and held records went with them); note new ones.
+
+        A partition paused when it was revoked is resumed when it is assigned again: librdkafka keeps the pause
+        through a rebalance that gives the partition back to the same consumer, while here it went with the
+        revocation, so the partition would deliver nothing again (the route stalled with its records waiting).
+        """
+        from confluent_kafka import KafkaException, TopicPartition
+
         now = self._clock()
         for d in (self.front, self.seen, self.start, self.held):
             for p in [p for p in d if p not in assignment]:
                 del d[p]
+        self.stale_pauses |= self.paused - assignment
         self.paused &= assignment
+        again = sorted(p for p in assignment if p in self.stale_pauses and p not in self.seen)
+        if again:
+            with contextlib.suppress(KafkaException):  # revoked again meanwhile: its next owner reads it
+                consumer.resume([TopicPartition(self.raw_topic, p) for p in again])
+            self.stale_pauses -= set(again)
         for p in assignment:
             self.seen.setdefault(p, now)  # assigned now: it counts (if records wait) for stale_s before delivering
         return now
@@ -282,9 +297,10 @@ class EventTimeAlign:
         Nothing, once it is caught up; but a partition assigned that has records waiting and delivered nothing
         yet (just after a rebalance) still holds the peers back.
         """
+        now = self._track(consumer, assignment)  # resumes a partition paused before a rebalance gave it back
         if self.peers is None:
             return
-        fresh = self._fresh(assignment, self._track(assignment))
+        fresh = self._fresh(assignment, now)
         self.peers.publish(self._low(self._counting(consumer, fresh)), assignment)
 
     def _fresh(self, assignment: set[int], now: float) -> list[int]:

@@ -96,3 +96,18 @@ def test_a_resumed_partition_is_sought_only_where_its_consumer_stands() -> None:
         assert moved == [], (part, k)
         resumed_seeks += len(broker.seeks) - plane.align.pauses
     assert resumed_seeks > 0  # resumes were sought too
+
+
+def test_a_partition_paused_when_revoked_is_resumed_when_it_comes_back() -> None:
+    """librdkafka keeps a partition paused through a rebalance that gives it back to the same consumer: the rule,
+    whose pause went with the revocation, resumes it once it is assigned again (else it never delivers again)."""
+    align, consumer = EventTimeAlign(RAW, 1000, cap=2, clock=Clock()), _Calls()
+    align.admit(consumer, _records([(0, 0, T0), (0, 1, T0 + 1)]), {0, 1})
+    assert consumer.calls == [("pause", 0, 2), ("seek", 0, 2)]
+    align.forget([0, 1])  # revoked (an eager rebalance revokes everything) ...
+    consumer.calls.clear()
+    align.idle(consumer, {1})  # ... and partition 1, never paused, assigned again: nothing to resume
+    assert consumer.calls == []
+    align.idle(consumer, {0, 1})  # partition 0 comes back: resumed once
+    align.idle(consumer, {0, 1})
+    assert consumer.calls == [("resume", 0, -1)]
