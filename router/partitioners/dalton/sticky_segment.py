@@ -147,7 +147,6 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
         total += loads[c]
     level = (total + inv.shape[0]) / n  # the scope's mean once the segment is routed
     cap = level * (1.0 + balance)
-    hold_cap = level * (1.0 + (2.0 if cooperative else hold_one) * balance)
     c1 = np.empty(k, np.intp)
     c2 = np.empty(k, np.intp)
     last = np.empty(k, np.intp)
