@@ -176,7 +176,7 @@ class JobHandle:
         return RunStats(self.listener.stats)
 
     def stop(self, settle_s: float = 30.0) -> None:
-        """Stop the query and detach the listener, once it has handled the query's last progress event.
+        """Stop the query and detach the listener, once it has handled the query's last progress and end events.
 
         Spark delivers progress events asynchronously; ``settle_s`` bounds the wait for the last one. A query
         that ended by itself is not stopped again: its thread may still be finishing, and stopping it then
@@ -187,6 +187,9 @@ class JobHandle:
         last = self.query.lastProgress
         if last is not None and not self.listener.wait_handled(last.name or str(last.id), int(last.batchId), settle_s):
             log.warning("skewroute spark: the metrics of batch %s never reached the listener", last.batchId)
+        # and its termination event: delivered after the process went on to stop, it made Spark log an error
+        if not self.listener.wait_terminated(str(self.query.id), min(settle_s, 5.0)):
+            log.debug("skewroute spark: the query's termination event did not reach the listener in time")
         self.spark.streams.removeListener(self.listener)
 
 

@@ -248,6 +248,7 @@ class CombinerMetricsListener(StreamingQueryListener):
         self._lock = threading.Lock()
         self._handled = threading.Condition(self._lock)  # notified after each progress event, recorded or not
         self._last_handled: dict[str, int] = {}  # query -> the last batch id whose progress event was handled
+        self._terminated: set[str] = set()  # ids of the queries whose termination event was handled
         if progress_log is not None:
             progress_log.parent.mkdir(parents=True, exist_ok=True)
 
@@ -258,7 +259,10 @@ class CombinerMetricsListener(StreamingQueryListener):
         """Nothing to record."""
 
     def onQueryTerminated(self, event: Any) -> None:
-        """Nothing to record."""
+        """Note the query's end (:meth:`wait_terminated`)."""
+        with self._handled:
+            self._terminated.add(str(event.id))
+            self._handled.notify_all()
 
     def onQueryProgress(self, event: Any) -> None:
         """Record the combiner stage of the batch that just finished (never raises into Spark)."""
@@ -281,6 +285,21 @@ class CombinerMetricsListener(StreamingQueryListener):
         deadline = time.monotonic() + timeout
         with self._handled:
             while self._last_handled.get(query, -1) < batch_id:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._handled.wait(left)
+        return True
+
+    def wait_terminated(self, query_id: str, timeout: float) -> bool:
+        """Wait until the termination event of the query with id ``query_id`` has been handled.
+
+        Spark delivers it asynchronously, through the Python callback server: a process that stopped before then
+        made Spark log the delivery's failure, a stack trace, on stderr. False when ``timeout`` seconds pass first.
+        """
+        deadline = time.monotonic() + timeout
+        with self._handled:
+            while query_id not in self._terminated:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False

@@ -123,7 +123,12 @@ def test_a_partition_paused_when_revoked_delivers_again_when_it_comes_back(kafka
     b = make_consumer(kafka, group, **{"auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
         a.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
-        wait_for(lambda: (a.consume(10, 0.2) is not None) and len(assignment) == RAW_PARTITIONS, 30, "the assignment")
+
+        def assigned_all() -> bool:
+            a.consume(10, 0.2)  # the group assigns inside consume()
+            return len(assignment) == RAW_PARTITIONS
+
+        wait_for(assigned_all, 30, "the assignment")
         # one record per partition, each 5 s of event time past the one before: all but the first are held back
         parts = list(range(RAW_PARTITIONS))
         ext = Extracted([f"k{p}" for p in parts], [T0 + 5_000 * p for p in parts], [None] * len(parts),
