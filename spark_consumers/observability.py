@@ -282,14 +282,8 @@ class CombinerMetricsListener(StreamingQueryListener):
         Spark delivers progress events to listeners asynchronously: a query that has just ended may still have
         its last event on the way. False when ``timeout`` seconds pass first.
         """
-        deadline = time.monotonic() + timeout
         with self._handled:
-            while self._last_handled.get(query, -1) < batch_id:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._handled.wait(left)
-        return True
+            return self._handled.wait_for(lambda: self._last_handled.get(query, -1) >= batch_id, timeout)
 
     def wait_terminated(self, query_id: str, timeout: float) -> bool:
         """Wait until the termination event of the query with id ``query_id`` has been handled.
@@ -297,14 +291,8 @@ class CombinerMetricsListener(StreamingQueryListener):
         Spark delivers it asynchronously, through the Python callback server: a process that stopped before then
         made Spark log the delivery's failure, a stack trace, on stderr. False when ``timeout`` seconds pass first.
         """
-        deadline = time.monotonic() + timeout
         with self._handled:
-            while query_id not in self._terminated:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._handled.wait(left)
-        return True
+            return self._handled.wait_for(lambda: query_id in self._terminated, timeout)
 
     def _record(self, p: Any) -> None:
         name = p.name or str(p.id)
