@@ -10,6 +10,14 @@ start beyond a recreated or truncated partition's end shows up as an end below i
 fetch that resets to offset 0. On a broker whose watermarks are exact (Apache Kafka) the probe costs one
 record per partition.
 
+SETTLE: a partition is settled by the first records the probe gets for it, when they reach its start: the
+broker's answer to the probe's first fetch, whose last record is the true end when the probe asked. Waiting
+for the EOF event instead chased a partition still being written: the event comes only when a fetch finds the
+consumer caught up, and on Tansu, whose watermark lags by the last batch, that took 0.8-2.9 s while four
+routers wrote the topic. Each partition was then read to a different moment: a micro-batch held up to 1.3x the
+mean records on one combiner and the next one made up for it (BENCHMARKS.md). A partition whose records stay
+below its start (recreated or truncated) still waits for the EOF event, which says so for certain.
+
 Low watermarks come from :func:`watermarks`: Tansu's is the first offset of the batch it wrote first, which
 with several producers on one partition can lie past records it holds; Tansu keeps every record, so there the
 log starts at 0.
@@ -160,9 +168,10 @@ def probe_partitions(
     always exists, so a checkpointed start beyond a recreated or truncated partition's end shows as an end
     below the start (``exact``: confirmed by EOF) instead of a fetch error. With ``cap``, a partition with at
     least ``cap`` records past its start below ``high - 1`` gets ``start + cap`` without probing. A partition
-    whose EOF does not arrive within ``timeout`` gets the highest offset seen + 1 (at least the watermark) and
-    is not ``exact``: a slow broker delays records to the next micro-batch but never skips any. ``tansu``: as
-    in :func:`watermarks`.
+    is settled by its EOF event, or by the first records that reach its start (SETTLE in the module doc). One
+    settled by neither within ``timeout`` gets the highest offset seen + 1 (at least the watermark) and is not
+    ``exact``: a slow broker delays records to the next micro-batch but never skips any. ``tansu``: as in
+    :func:`watermarks`.
     """
     res = Probe({t: {} for t in starts}, {t: {} for t in starts})
     probe: list[TopicPartition] = []
@@ -184,6 +193,7 @@ def probe_partitions(
     try:
         deadline = time.monotonic() + timeout
         while pending and time.monotonic() < deadline:
+            answered: set[tuple[str, int]] = set()
             for m in consumer.consume(10_000, timeout=PROBE_POLL_S):
                 key = (m.topic(), m.partition())
                 off = m.offset() or 0
@@ -199,7 +209,12 @@ def probe_partitions(
                         continue
                     raise BrokerError(f"probing {t}[{p}]: {err.str()}")
                 res.ends[t][p] = max(res.ends[t][p], off + 1)
+                answered.add(key)
                 if cap is not None and off + 1 >= max(starts[t][p], res.lows[t][p]) + cap:
+                    pending.discard(key)
+            for key in answered & pending:  # see SETTLE in the module docstring
+                t, p = key[0], str(key[1])
+                if res.ends[t][p] >= starts[t][p]:
                     pending.discard(key)
     finally:
         consumer.unassign()
