@@ -274,8 +274,6 @@ class EventTimeAlign:
         through a rebalance that gives the partition back to the same consumer, while here it went with the
         revocation, so the partition would deliver nothing again (the route stalled with its records waiting).
         """
-        from confluent_kafka import KafkaException, TopicPartition
-
         now = self._clock()
         for d in (self.front, self.seen, self.start, self.held):
             for p in [p for p in d if p not in assignment]:
@@ -283,7 +281,9 @@ class EventTimeAlign:
         self.stale_pauses |= self.paused - assignment
         self.paused &= assignment
         again = sorted(p for p in assignment if p in self.stale_pauses and p not in self.seen)
-        if again:
+        if again:  # rare: a rebalance gave back a partition paused before it
+            from confluent_kafka import KafkaException, TopicPartition
+
             with contextlib.suppress(KafkaException):  # revoked again meanwhile: its next owner reads it
                 consumer.resume([TopicPartition(self.raw_topic, p) for p in again])
             self.stale_pauses -= set(again)
