@@ -1,12 +1,12 @@
-"""Extraction cost per record: record by record against Arrow's JSON reader, by route shape, record size and batch.
+"""Extraction cost per record: record by record against the compiled scan, by route shape, record size and batch.
 
 python -m benchmarks.extract_speed [--rounds 11] [--out reports]
 
 Thread CPU per record, best of ``--rounds``, over 20,000 in-memory ``confluent_kafka.Message`` objects whose
 values are ``{"key":…,"t":…,"x":…}`` (plus a padding field for the larger records). Three columns per row:
-the per-record path (what routed format 1 runs), the Arrow path forced whatever the batch, and what the
-extractor itself picks under format 2 (``router.extract_batch``: Arrow from ``ARROW_MIN`` records per batch,
-from ``ARROW_MIN_BYTES`` per record on average for the plain shape). Writes ``OUT/extract-speed.md``.
+the per-record path (what routed format 1 runs), the scan path forced whatever the batch, and what the
+extractor itself picks under format 2 (``router.extract_batch``: the scan from ``SCAN_MIN`` records per batch,
+up to ``SCAN_MAX_BYTES`` per record on average). Writes ``OUT/extract-speed.md``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from router.extract import Extractor
-from router.extract_batch import extract_arrow
+from router.extract_batch import extract_scan
 from schemas.settings import RouteSettings
 
-__all__ = ["BATCHES", "SHAPES", "main", "messages", "per_record_us"]
+__all__ = ["BATCHES", "CONTENTS", "SHAPES", "main", "messages", "per_record_us"]
 
 #: route shape -> the route settings that read it
 SHAPES: dict[str, dict[str, Any]] = {
@@ -32,19 +32,34 @@ SHAPES: dict[str, dict[str, Any]] = {
     "key field, Kafka timestamp, measure": {"value_field": "x"},
 }
 #: batch sizes of the second table
-BATCHES = (64, 256, 600, 1_000, 2_500, 20_000)
+BATCHES = (16, 32, 64, 128, 256, 1_000, 20_000)
 RECORDS = 20_000
 T0_MS = 1_700_000_000_000
 
 
-def messages(n: int, pad: int) -> list[Any]:
-    """``n`` in-memory messages over 5,000 keys; ``pad`` extra bytes of padding field per value (0: none)."""
+#: record content -> the fields after key, time and measure (for the third table)
+CONTENTS: dict[str, Callable[[int], bytes]] = {
+    "one string field, 500 B": lambda i: b',"p":"' + b"a" * 500 + b'"',
+    "one string field, 1 KB": lambda i: b',"p":"' + b"a" * 1000 + b'"',
+    "one string field, 4 KB": lambda i: b',"p":"' + b"a" * 4000 + b'"',
+    "10 short fields": lambda i: b"".join(b',"f%d":%d' % (j, i + j) for j in range(10)),
+    "40 short fields": lambda i: b"".join(b',"f%d":"v%d"' % (j, i + j) for j in range(40)),
+    "100 short fields": lambda i: b"".join(b',"f%d":%d.5' % (j, i + j) for j in range(100)),
+    "a nested object": lambda i: b',"o":{"a":[1,2,{"b":"c"}],"d":null,"e":true}',
+}
+
+
+def messages(n: int, pad: int, extra: Callable[[int], bytes] | None = None) -> list[Any]:
+    """``n`` in-memory messages over 5,000 keys.
+
+    ``pad``: extra bytes of a padding field per value (0: none); or ``extra``, the fields after the measure.
+    """
     from confluent_kafka import Message
 
-    extra = b',"p":"' + b"a" * pad + b'"' if pad else b""
+    more = extra or (lambda i: b',"p":"' + b"a" * pad + b'"' if pad else b"")
     return [
         Message(topic="raw", partition=0, offset=i, timestamp=(1, T0_MS + i),
-                value=b'{"key":"k%d","t":%d,"x":1%s}' % (i % 5_000, T0_MS + i, extra))
+                value=b'{"key":"k%d","t":%d,"x":1%s}' % (i % 5_000, T0_MS + i, more(i)))
         for i in range(n)
     ]  # fmt: skip
 
@@ -67,17 +82,17 @@ def per_record_us(run: Callable[[Sequence[Any]], object], msgs: list[Any], batch
 
 
 def _paths(route: RouteSettings) -> tuple[Callable[..., object], Callable[..., object], Callable[..., object]]:
-    """Record by record, Arrow forced, and the extractor's own choice under format 2."""
+    """Record by record, the scan forced, and the extractor's own choice under format 2."""
     one = Extractor(route)
     chosen = Extractor(route, vectorized=True)
-    plan = chosen._arrow  # noqa: SLF001 - the benchmark forces the path the extractor would choose by itself
+    plan = chosen._plan  # noqa: SLF001 - the benchmark forces the path the extractor would choose by itself
     assert plan is not None
     limits, per = chosen._limits(), chosen._one  # noqa: SLF001
 
-    def arrow(batch: Sequence[Any]) -> object:
-        return extract_arrow(batch, plan, limits, per, 0)
+    def scan(batch: Sequence[Any]) -> object:
+        return extract_scan(batch, plan, limits, per)
 
-    return one.extract, arrow, chosen.extract
+    return one.extract, scan, chosen.extract
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         "## By route shape and record size (batches of 20,000)",
         "",
-        "| route reads | bytes | per record | Arrow | Arrow / per record | format 2 picks |",
+        "| route reads | bytes | per record | scan | scan / per record | format 2 picks |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     print("\n".join(lines), flush=True)
@@ -105,8 +120,8 @@ def main(argv: list[str] | None = None) -> None:
         for pad in (0, 150):
             msgs = messages(RECORDS, pad)
             size = sum(len(m.value()) for m in msgs) / len(msgs)
-            one, arrow, chosen = (per_record_us(f, msgs, RECORDS, args.rounds) for f in _paths(route))
-            row = f"| {name} | {size:.0f} | {one:.2f} | {arrow:.2f} | {arrow / one:.2f} | {chosen:.2f} |"
+            one, scan, chosen = (per_record_us(f, msgs, RECORDS, args.rounds) for f in _paths(route))
+            row = f"| {name} | {size:.0f} | {one:.2f} | {scan:.2f} | {scan / one:.2f} | {chosen:.2f} |"
             lines.append(row)
             print(row, flush=True)
     msgs = messages(RECORDS, 0)
@@ -115,15 +130,31 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"## By batch size (key and time fields, measure; {size:.0f}-byte records)",
         "",
-        "| batch | per record | Arrow | Arrow / per record | format 2 picks |",
+        "| batch | per record | scan | scan / per record | format 2 picks |",
         "| ---: | ---: | ---: | ---: | ---: |",
     ]
     lines += head
     print("\n".join(head), flush=True)
     paths = _paths(_route(SHAPES["key and time fields, measure"]))
     for batch in BATCHES:
-        one, arrow, chosen = (per_record_us(f, msgs, batch, args.rounds) for f in paths)
-        row = f"| {batch:,} | {one:.2f} | {arrow:.2f} | {arrow / one:.2f} | {chosen:.2f} |"
+        one, scan, chosen = (per_record_us(f, msgs, batch, args.rounds) for f in paths)
+        row = f"| {batch:,} | {one:.2f} | {scan:.2f} | {scan / one:.2f} | {chosen:.2f} |"
+        lines.append(row)
+        print(row, flush=True)
+    head = [
+        "",
+        "## By record content (key and time fields, measure; batches of 5,000)",
+        "",
+        "| content | bytes | per record | scan | scan / per record | format 2 picks |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    lines += head
+    print("\n".join(head), flush=True)
+    for name, extra in CONTENTS.items():
+        msgs = messages(5_000, 0, extra)
+        size = sum(len(m.value()) for m in msgs) / len(msgs)
+        one, scan, chosen = (per_record_us(f, msgs, 5_000, args.rounds) for f in paths)
+        row = f"| {name} | {size:.0f} | {one:.2f} | {scan:.2f} | {scan / one:.2f} | {chosen:.2f} |"
         lines.append(row)
         print(row, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)

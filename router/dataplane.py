@@ -120,7 +120,7 @@ class RouteDataPlane:
         self.metrics: RouteMetrics = metrics.route(route.route_name, self.partitioner_name, route.combiners)
         self.stats = DataPlaneStats()
         self.group_id = f"{router.app_id}.{route.route_name}"
-        # format 2 carries the raw value as opaque bytes: its batches may be parsed by Arrow (see router.extract)
+        # format 2 carries the raw value as opaque bytes: its batches may be read whole (see router.extract)
         self.extractor = Extractor(route, router.max_key_bytes, vectorized=router.routed_format == 2)
         self.exactly_once = router.delivery == "exactly_once"
         self.window = WindowTracker(route.combiners, route.window.slide) if router.window_metrics else None

@@ -14,8 +14,8 @@ every window from closing. Measures must be finite numbers.
 Per record it does one ``orjson.loads`` (which also validates the value's UTF-8, as routed format 1 embeds the
 raw JSON verbatim), a few dict lookups and type checks; no model objects. With ``vectorized`` (the data plane
 sets it under routed format 2, which carries the raw value as opaque bytes) whole batches are read at once where
-:mod:`router.extract_batch` can (top-level JSON fields through Arrow's JSON reader; or, when nothing is read from
-the value, no parsing at all), and records of top-level string keys with Kafka timestamps one field at a time
+:mod:`router.extract_batch` can (top-level JSON fields by a compiled scan of the batch; or, when nothing is read
+from the value, no parsing at all), and records of top-level string keys with Kafka timestamps one field at a time
 over the batch. Under format 2 a route that reads nothing from the value (Kafka key, Kafka timestamp, no measure)
 never parses it: such values need not be JSON. Any record a batch path has a doubt about goes through the
 per-record path, which gives the exact answer or error.
@@ -28,13 +28,14 @@ from collections.abc import Sequence
 import orjson
 
 from router.extract_batch import (
-    ARROW_MIN,
-    ARROW_MIN_BYTES,
+    SCAN_MAX_BYTES,
+    SCAN_MAX_BYTES_PLAIN,
+    SCAN_MIN,
     Limits,
-    arrow_plan,
-    extract_arrow,
     extract_opaque,
-    warm_arrow,
+    extract_scan,
+    field_plan,
+    warm_scan,
 )
 from router.extract_fields import (
     MAX_TIME_MS,
@@ -91,11 +92,11 @@ class Extractor:
         self._fast_key: str | None = route.key.field if simple else None
         self._time_field = (route.time.field or "t") if route.time.source == "field" else "timestamp"
         self._max_time = MAX_TIME_MS  # this batch's upper bound of event times (see extract)
-        self._arrow = arrow_plan(route) if vectorized else None
-        #: The plain shape's own per-record pass is as fast as Arrow for small records; other routes have none.
-        self._arrow_min_bytes = ARROW_MIN_BYTES if self._fast_key is not None else 0
-        if self._arrow is not None:
-            warm_arrow()
+        self._plan = field_plan(route) if vectorized else None
+        #: The plain shape's own per-record pass overtakes the scan at smaller records than the others' do.
+        self._scan_max_bytes = SCAN_MAX_BYTES_PLAIN if self._fast_key is not None else SCAN_MAX_BYTES
+        if self._plan is not None:
+            warm_scan()
         #: Format 2 and nothing read from the value: values are never parsed (they need not be JSON).
         self._opaque = vectorized and route.key.source == "kafka_key" and not self._needs_object
 
@@ -108,8 +109,8 @@ class Extractor:
         done = None
         if self._opaque:
             done = extract_opaque(messages, self._limits(), self._one)
-        elif self._arrow is not None and len(messages) >= ARROW_MIN:
-            done = extract_arrow(messages, self._arrow, self._limits(), self._one, self._arrow_min_bytes)
+        elif self._plan is not None and len(messages) >= SCAN_MIN and self._small(messages):
+            done = extract_scan(messages, self._plan, self._limits(), self._one)
         if done is not None:
             return done
         if self._fast_key is not None:
@@ -134,6 +135,12 @@ class Extractor:
             parts.append(m.partition())  # type: ignore[arg-type]
             offs.append(m.offset())  # type: ignore[arg-type]
         return out
+
+    def _small(self, messages: Sequence[RawMessage]) -> bool:
+        """Whether a sample of the batch's records averages at most the scan's bound in bytes (its best range)."""
+        step = max(1, len(messages) // 32)
+        sample = [m.value() for m in messages[::step]]
+        return sum(len(v) for v in sample if v is not None) <= self._scan_max_bytes * len(sample)
 
     def _limits(self) -> Limits:
         return Limits(self._max_key_chars, self._max_key_bytes, self.max_record_bytes, self._max_time)

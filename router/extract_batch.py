@@ -4,12 +4,11 @@
 (and the extractor goes on record by record), and sends any record it has a doubt about through the extractor's
 per-record function ``one``, which gives the exact answer or error, so a batch comes out the same either way:
 
-* :func:`extract_arrow`: key, time and measure are top-level JSON fields (or the time is the Kafka timestamp):
-  Arrow's JSON reader parses the batch in one call. The caller passes a least average record size: records of
-  the plain shape (top-level key, Kafka timestamp, no measure) have a per-record path about as fast as Arrow
-  for small records, so they come here from :data:`ARROW_MIN_BYTES`; any other route comes here at any size.
-  A batch Arrow cannot read as a whole (a field of another JSON type, a value that is not an object, a literal
-  newline, invalid UTF-8) goes record by record entirely.
+* :func:`extract_scan`: key, time and measure are top-level JSON fields (or the time is the Kafka timestamp):
+  the compiled scan of :mod:`router.extract_scan` reads the batch's joined values in one call. The caller uses
+  it from :data:`SCAN_MIN` records per batch and up to :data:`SCAN_MAX_BYTES` per record on average
+  (:data:`SCAN_MAX_BYTES_PLAIN` for the plain shape). A batch
+  over :data:`SCAN_MAX_TOTAL` bytes or with invalid UTF-8 goes record by record entirely.
 * :func:`extract_opaque`: nothing is read from the value (the key is the Kafka key, the time the Kafka
   timestamp, no measure) and routed format 2 carries the value as opaque bytes: values are never parsed, so
   they need not be JSON at all (Avro, Protobuf, text). Per record only the message's accessors run.
@@ -18,21 +17,30 @@ per-record function ``one``, which gives the exact answer or error, so a batch c
 from __future__ import annotations
 
 import functools
-import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from router.extract_fields import BadRecord, Extracted, RawMessage, unexpected
+from router.extract_scan import READ, scan_records
 from schemas.exceptions import RecordError
 from schemas.settings import RouteSettings
 
-__all__ = ["ARROW_MIN", "ArrowPlan", "Limits", "One", "arrow_plan", "extract_arrow", "extract_opaque", "warm_arrow"]
+__all__ = [
+    "SCAN_MAX_BYTES",
+    "SCAN_MAX_BYTES_PLAIN",
+    "SCAN_MIN",
+    "FieldPlan",
+    "Limits",
+    "One",
+    "extract_opaque",
+    "extract_scan",
+    "field_plan",
+    "warm_scan",
+]
 
 #: The extractor's per-record function: key, event time, measure, value; raises for a bad record.
 One = Callable[[RawMessage], tuple[str, int, float | None, bytes]]
@@ -48,40 +56,47 @@ class Limits:
     max_time: int
 
 
-#: Smaller batches are extracted record by record: Arrow's JSON reader costs about 0.25 ms per call and the
-#: whole batch path about 0.65 ms, which 42-byte records repay from 600-800 records per batch (BENCHMARKS.md).
-ARROW_MIN = 1000
-#: Plain-shape batches (top-level key, Kafka timestamp, no measure) of smaller records on average are extracted
-#: record by record: that shape's per-record path is about as fast as Arrow there. Other routes have no such
-#: path, and Arrow takes 0.35-0.55 of their per-record CPU for records of 42 bytes (BENCHMARKS.md).
-ARROW_MIN_BYTES = 128
-#: Larger batches (bytes) are extracted record by record (Arrow's binary/string offsets are 32-bit).
-ARROW_MAX_BYTES = 1 << 30
+#: Smaller batches are extracted record by record: a call of the scan path costs tens of µs whatever the batch
+#: holds (BENCHMARKS.md, "A compiled scan instead of Arrow").
+SCAN_MIN = 64
+#: Batches of larger records on average are extracted record by record: the scan reads every byte, orjson
+#: skips long strings faster (BENCHMARKS.md).
+SCAN_MAX_BYTES = 512
+#: The same bound for the plain shape (top-level key, Kafka timestamp, no measure), whose own per-record pass
+#: (one ``orjson.loads`` and a lookup) is cheaper than the others' and overtakes the scan sooner.
+SCAN_MAX_BYTES_PLAIN = 96
+#: Larger batches (bytes) are extracted record by record (the scan's key offsets are 32-bit).
+SCAN_MAX_TOTAL = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
-class ArrowPlan:
-    """What the vectorized path reads: top-level field names, and the Arrow parse options asking for them."""
+class FieldPlan:
+    """What the scan path reads: top-level field names (the time ``None``: the Kafka timestamp)."""
 
     key: str
-    time: str | None  # None: the Kafka timestamp
+    time: str | None
     measure: str | None
-    parse: pj.ParseOptions
+    #: The three names as bytes for the compiled scan (empty: not read from the value).
+    names: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 @functools.cache
-def warm_arrow() -> None:
-    """Pay pyarrow's one-time set-up now, not inside the first batch a worker routes.
+def warm_scan() -> None:
+    """Pay the scan path's one-time costs now, not inside the first batch a worker routes.
 
-    Its first conversion of a Python object (a scalar, ``to_numpy``, ``to_pylist``) looks for pandas and imports
-    it when installed: 0.5 s of CPU and about 44 MB once per process (measured). The data plane calls this when it
-    builds a route that takes this path.
+    The compiled scan is loaded from numba's cache (or compiled). pyarrow, which turns the keys into strings,
+    looks for pandas on its first conversion to Python objects and imports it when installed: 0.5 s of CPU and
+    about 44 MB once per process (measured). The extractor calls this when it builds a route that takes this path.
     """
     pa.scalar(0)
+    plan = field_plan_of("key", "t", "x")
+    assert plan is not None
+    buf = np.frombuffer(b'{"key":"k","t":1,"x":1.5}', np.uint8)
+    scan_records(buf, np.array([buf.shape[0]], np.int64), *plan.names, 1 << 20, 4096, 1 << 53)
 
 
-def arrow_plan(route: RouteSettings) -> ArrowPlan | None:
-    """The vectorized plan for a route whose key, time and measure are top-level fields, else ``None``."""
+def field_plan(route: RouteSettings) -> FieldPlan | None:
+    """The scan plan for a route whose key, time and measure are top-level fields, else ``None``."""
     top = lambda path: path is not None and "." not in path  # noqa: E731
     if route.key.source != "field" or not top(route.key.field):
         return None
@@ -92,74 +107,69 @@ def arrow_plan(route: RouteSettings) -> ArrowPlan | None:
         time_field = route.time.field or "t"
     if route.value_field is not None and not top(route.value_field):
         return None
-    fields = [(route.key.field or "key", pa.string())]
-    if time_field is not None:
-        fields.append((time_field, pa.int64()))
-    if route.value_field is not None:
-        fields.append((route.value_field, pa.float64()))
-    if len({name for name, _ in fields}) != len(fields):
+    return field_plan_of(route.key.field or "key", time_field, route.value_field)
+
+
+def field_plan_of(key: str, time: str | None, measure: str | None) -> FieldPlan | None:
+    """The plan reading these top-level fields; ``None`` when two of them are the same field."""
+    named = [f for f in (key, time, measure) if f is not None]
+    if len(set(named)) != len(named):
         return None
-    parse = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore")
-    return ArrowPlan(route.key.field or "key", time_field, route.value_field, parse)
+    names = tuple(np.frombuffer((f or "").encode(), np.uint8).copy() for f in (key, time, measure))
+    return FieldPlan(key, time, measure, names)  # type: ignore[arg-type]  # three arrays
 
 
-def extract_arrow(
-    messages: Sequence[RawMessage], plan: ArrowPlan, limits: Limits, one: One, min_bytes: int = 0
-) -> Extracted | None:
-    """Top-level fields of the whole batch parsed by Arrow; ``None`` when Arrow cannot read it.
+def extract_scan(messages: Sequence[RawMessage], plan: FieldPlan, limits: Limits, one: One) -> Extracted | None:
+    """Top-level fields of the whole batch read by the compiled scan of :mod:`router.extract_scan`.
 
-    ``None`` too when its records average fewer than ``min_bytes`` bytes.
+    ``None`` (the batch goes record by record) for an empty batch, one over :data:`SCAN_MAX_TOTAL` bytes, or bytes
+    that are not UTF-8. Records the scan is in doubt about go through ``one``.
     """
-    values = [m.value() for m in messages]
-    n = len(values)
-    try:
-        joined = b"\n".join(values)  # type: ignore[arg-type]  # a None value raises: record by record then
-    except TypeError:
+    n = len(messages)
+    if not n:
         return None
-    if not min_bytes * n <= len(joined) <= ARROW_MAX_BYTES or joined.count(b"\n") != n - 1:
-        return None  # small records (below min_bytes), a huge batch, or a newline inside a record
+    values = [m.value() for m in messages]
+    try:
+        joined = b"".join(values)  # type: ignore[arg-type]  # a None value raises
+    except TypeError:
+        values = [b"" if v is None else v for v in values]  # empty: in doubt, and ``one`` names the error
+        joined = b"".join(values)  # type: ignore[arg-type]
+    if len(joined) > SCAN_MAX_TOTAL:
+        return None
     try:
         _check_utf8(joined)  # orjson refuses invalid UTF-8
-        table = pj.read_json(
-            io.BytesIO(joined),
-            read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(joined) + 1)),
-            parse_options=plan.parse,
-        )
-    except pa.ArrowException:  # anything Arrow cannot read: the per-record path decides
+    except pa.ArrowInvalid:
         return None
-    if table.num_rows != n:
-        return None
-    key = table.column(plan.key).combine_chunks()
-    chars = pc.utf8_length(key)
-    ok = pc.fill_null(pc.and_(pc.greater(chars, 0), pc.less_equal(chars, limits.key_chars)), False)
-    sizes = np.fromiter(map(len, values), dtype=np.int64, count=n)  # type: ignore[arg-type]
-    good = ok.to_numpy(zero_copy_only=False) & (sizes <= limits.record_bytes)
+    ends = np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=n))  # type: ignore[arg-type]
+    status, times, measures, nulls, key_bytes, key_ends = scan_records(
+        np.frombuffer(joined, np.uint8), ends, *plan.names, limits.record_bytes, limits.key_bytes, limits.max_time
+    )
+    keys: list[str] = pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(key_ends), pa.py_buffer(key_bytes)]
+    ).to_pylist()
+    good = status == READ
     if plan.time is None:
         flat = chain.from_iterable([m.timestamp() for m in messages])  # (kind, ms) pairs
         stamps = np.fromiter(flat, dtype=np.int64, count=2 * n).reshape(n, 2)
         times = stamps[:, 1]
-        good &= stamps[:, 0] != 0
-    else:
-        col = table.column(plan.time).combine_chunks()
-        good &= col.is_valid().to_numpy(zero_copy_only=False)
-        times = col.fill_null(-1).to_numpy()
-    good &= (times >= 0) & (times <= limits.max_time)
-    if plan.measure is not None:
-        measures: list[float | None] = table.column(plan.measure).to_pylist()
-    else:
-        measures = [None] * n
-    keys: list[str] = key.to_pylist()
+        good &= (stamps[:, 0] != 0) & (times >= 0) & (times <= limits.max_time)
     t_list: list[int] = times.tolist()
+    if plan.measure is None:
+        x_list: list[float | None] = [None] * n
+    else:
+        x_list = measures.tolist()
+        for i in np.flatnonzero(nulls).tolist():
+            x_list[i] = None
     if good.all():
         parts: list[int] = [m.partition() for m in messages]  # type: ignore[misc]  # never None when consumed
         offsets: list[int] = [m.offset() for m in messages]  # type: ignore[misc]
-        return Extracted(keys, t_list, measures, values, parts, offsets)  # type: ignore[arg-type]  # no None
-    return _mixed(messages, good, keys, t_list, measures, values, one)  # type: ignore[arg-type]  # no None
+        return Extracted(keys, t_list, x_list, values, parts, offsets)  # type: ignore[arg-type]  # no None
+    return _mixed(messages, good, keys, t_list, x_list, values, one)  # type: ignore[arg-type]  # no None where good
 
 
 def _check_utf8(data: bytes) -> None:
     """Raise :class:`pyarrow.ArrowInvalid` unless ``data`` is valid UTF-8 (one string over the bytes, no copy)."""
-    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int32))  # within ARROW_MAX_BYTES
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int32))  # within SCAN_MAX_TOTAL
     pa.Array.from_buffers(pa.string(), 1, [None, offsets, pa.py_buffer(data)]).validate(full=True)
 
 

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from router.extract import Extractor, SourceRecord
-from router.extract_batch import ARROW_MIN
+from router.extract_batch import SCAN_MAX_BYTES, SCAN_MAX_BYTES_PLAIN, SCAN_MIN
 from schemas.exceptions import RecordError
 from schemas.settings import RouteSettings
 
@@ -114,9 +114,8 @@ def _extracted(ex: Extractor, msgs: list[SourceRecord]) -> tuple[object, ...]:
 @pytest.mark.parametrize("odd", range(len(_ODD) + 1))
 @pytest.mark.parametrize("pad", [b"p" * 150, b""], ids=["large", "small"])
 def test_vectorized_extraction_equals_record_by_record(route: dict[str, object], odd: int, pad: bytes) -> None:
-    """One odd record among good ones: the Arrow path gives exactly what the per-record path gives (large
-    records take it on every route, small ones on every route but the plain shape)."""
-    good = [b'{"key":"k%d","t":%d,"m":%d,"pad":"%s"}' % (i, 1_700_000_000_000 + i, i, pad) for i in range(ARROW_MIN)]
+    """One odd record among good ones: the scan path gives exactly what the per-record path gives."""
+    good = [b'{"key":"k%d","t":%d,"m":%d,"pad":"%s"}' % (i, 1_700_000_000_000 + i, i, pad) for i in range(1000)]
     values = good[:50] + ([_ODD[odd]] if odd < len(_ODD) else []) + good[50:]
     msgs = [Msg(v, o=i, ts=None if i == 70 else 1_700_000_000_000 + i) for i, v in enumerate(values)]
     r = _route(max_record_bytes=1_000_000, **route)
@@ -124,33 +123,38 @@ def test_vectorized_extraction_equals_record_by_record(route: dict[str, object],
 
 
 @pytest.mark.parametrize(
-    ("route", "arrow"),
-    [({}, False), ({"time": {"source": "field", "field": "t"}}, True), ({"value_field": "m"}, True)],
+    "route",
+    [{}, {"time": {"source": "field", "field": "t"}}, {"value_field": "m"}],
     ids=["plain", "field-time", "measure"],
 )
-def test_small_records_take_arrow_unless_the_route_has_the_plain_path(
-    route: dict[str, object], arrow: bool, monkeypatch: pytest.MonkeyPatch
+def test_batches_take_the_scan_from_scan_min_records_up_to_scan_max_bytes(
+    route: dict[str, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Records of about 40 bytes: Arrow parses a batch of ARROW_MIN records for a route with a time field or a
-    measure (its per-record path parses each record in full); the plain shape keeps its own per-record path."""
+    """The scan reads batches of SCAN_MIN records or more whose records average at most SCAN_MAX_BYTES (the plain
+    shape: SCAN_MAX_BYTES_PLAIN); smaller batches (its fixed cost per call is not repaid) and larger records
+    (orjson is faster) go record by record."""
     import router.extract as extract
 
     taken: list[bool] = []
-    real = extract.extract_arrow
+    real = extract.extract_scan
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         out = real(*args, **kwargs)
         taken.append(out is not None)
         return out
 
-    monkeypatch.setattr(extract, "extract_arrow", spy)
-    msgs = [Msg(b'{"key":"k%d","t":%d,"m":1}' % (i, _T + i), o=i) for i in range(ARROW_MIN)]
-    out = Extractor(_route(**route), vectorized=True).extract(msgs, _T + 10_000)
-    assert len(out.keys) == ARROW_MIN and not out.bad
-    assert taken == [arrow]
-    taken.clear()
-    Extractor(_route(**route), vectorized=True).extract(msgs[: ARROW_MIN - 1], _T + 10_000)
-    assert taken == []  # a smaller batch: record by record (Arrow's fixed cost per call is not repaid)
+    monkeypatch.setattr(extract, "extract_scan", spy)
+    ex = Extractor(_route(**route, max_record_bytes=10_000), vectorized=True)
+    msgs = [Msg(b'{"key":"k%d","t":%d,"m":1}' % (i, _T + i), o=i) for i in range(SCAN_MIN)]
+    out = ex.extract(msgs, _T + 10_000)
+    assert len(out.keys) == SCAN_MIN and not out.bad
+    assert taken == [True]
+    ex.extract(msgs[: SCAN_MIN - 1], _T + 10_000)
+    pad = b"p" * (SCAN_MAX_BYTES_PLAIN if not route else SCAN_MAX_BYTES)
+    big = [Msg(b'{"key":"k%d","t":%d,"m":1,"p":"%s"}' % (i, _T + i, pad), o=i) for i in range(SCAN_MIN)]
+    out = ex.extract(big, _T + 10_000)
+    assert len(out.keys) == SCAN_MIN and not out.bad
+    assert taken == [True]  # neither the small batch nor the large records took the scan
 
 
 @pytest.mark.parametrize("odd", range(len(_ODD) + 1))
