@@ -7,8 +7,8 @@ per-record function ``one``, which gives the exact answer or error, so a batch c
 * :func:`extract_scan`: key, time and measure are top-level JSON fields (or the time is the Kafka timestamp):
   the compiled scan of :mod:`router.extract_scan` reads the batch's joined values in one call. The caller uses
   it from :data:`SCAN_MIN` records per batch and up to :data:`SCAN_MAX_BYTES` per record on average
-  (:data:`SCAN_MAX_BYTES_PLAIN` for the plain shape). A batch
-  over :data:`SCAN_MAX_TOTAL` bytes or with invalid UTF-8 goes record by record entirely.
+  (:data:`SCAN_MAX_BYTES_PLAIN` for the plain shape). A batch over :data:`SCAN_MAX_TOTAL` bytes or with invalid
+  UTF-8 goes record by record entirely.
 * :func:`extract_opaque`: nothing is read from the value (the key is the Kafka key, the time the Kafka
   timestamp, no measure) and routed format 2 carries the value as opaque bytes: values are never parsed, so
   they need not be JSON at all (Avro, Protobuf, text). Per record only the message's accessors run.
