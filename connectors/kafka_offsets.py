@@ -10,13 +10,17 @@ start beyond a recreated or truncated partition's end shows up as an end below i
 fetch that resets to offset 0. On a broker whose watermarks are exact (Apache Kafka) the probe costs one
 record per partition.
 
-SETTLE: a partition is settled by the first records the probe gets for it, when they reach its start: the
-broker's answer to the probe's first fetch, whose last record is the true end when the probe asked. Waiting
-for the EOF event instead chased a partition still being written: the event comes only when a fetch finds the
-consumer caught up, and on Tansu, whose watermark lags by the last batch, that took 0.8-2.9 s while four
-routers wrote the topic. Each partition was then read to a different moment: a micro-batch held up to 1.3x the
-mean records on one combiner and the next one made up for it (BENCHMARKS.md). A partition whose records stay
-below its start (recreated or truncated) still waits for the EOF event, which says so for certain.
+SETTLE (only when the caller asks, ``settle=True``: a streaming micro-batch's plan): a partition is settled by
+the first records the probe gets for it, when they reach its start. Waiting for the EOF event instead chased a
+partition still being written: the event comes only when a fetch finds the consumer caught up, and on Tansu,
+whose watermark lags by the last batch, that took 0.8-2.9 s while four routers wrote the topic. Each partition
+was then read to a different moment: a micro-batch held up to 1.3x the mean records on one combiner and the next
+one made up for it (BENCHMARKS.md). The first records are not always all there is: a partition was found 1,280
+records short of its end after the whole topic had been written. For a micro-batch that only moves records to
+the next one. Where an end must be the whole partition (the target of an ``availableNow`` query, which stops
+when a plan brings nothing new; a batch read; ``startingOffsets`` latest), the probe waits for the EOF event. A
+partition whose records stay below its start (recreated or truncated) always waits for it, which says so for
+certain.
 
 Low watermarks come from :func:`watermarks`: Tansu's is the first offset of the batch it wrote first, which
 with several producers on one partition can lie past records it holds; Tansu keeps every record, so there the
@@ -160,7 +164,13 @@ class Probe:
 
 
 def probe_partitions(
-    consumer: Consumer, starts: Offsets, *, cap: int | None = None, timeout: float = 5.0, tansu: bool | None = None
+    consumer: Consumer,
+    starts: Offsets,
+    *,
+    cap: int | None = None,
+    timeout: float = 5.0,
+    tansu: bool | None = None,
+    settle: bool = False,
 ) -> Probe:
     """The true end of every partition in ``starts`` (see the module docstring), never assumed >= its start.
 
@@ -168,7 +178,8 @@ def probe_partitions(
     always exists, so a checkpointed start beyond a recreated or truncated partition's end shows as an end
     below the start (``exact``: confirmed by EOF) instead of a fetch error. With ``cap``, a partition with at
     least ``cap`` records past its start below ``high - 1`` gets ``start + cap`` without probing. A partition
-    is settled by its EOF event, or by the first records that reach its start (SETTLE in the module doc). One
+    is settled by its EOF event, or with ``settle`` by the first records that reach its start (SETTLE in the
+    module doc). One
     settled by neither within ``timeout`` gets the highest offset seen + 1 (at least the watermark) and is not
     ``exact``: a slow broker delays records to the next micro-batch but never skips any. ``tansu``: as in
     :func:`watermarks`.
@@ -212,6 +223,8 @@ def probe_partitions(
                 answered.add(key)
                 if cap is not None and off + 1 >= max(starts[t][p], res.lows[t][p]) + cap:
                     pending.discard(key)
+            if not settle:
+                continue
             for key in answered & pending:  # see SETTLE in the module docstring
                 t, p = key[0], str(key[1])
                 if res.ends[t][p] >= starts[t][p]:
@@ -228,6 +241,6 @@ def probe_partitions(
 def probe_ends(
     consumer: Consumer, starts: Offsets, *, cap: int | None = None, timeout: float = 5.0, tansu: bool | None = None
 ) -> Offsets:
-    """:func:`probe_partitions`' ends, each raised to at least ``max(start, low)``."""
+    """:func:`probe_partitions`' ends (each partition to its EOF event), raised to at least ``max(start, low)``."""
     res = probe_partitions(consumer, starts, cap=cap, timeout=timeout, tansu=tansu)
     return {t: {p: max(e, starts[t][p], res.lows[t][p]) for p, e in parts.items()} for t, parts in res.ends.items()}

@@ -235,8 +235,11 @@ class _Reading:
                     ps[p] = ends[t][p]
         return out
 
-    def _ends(self, start: Offsets) -> tuple[Offsets, Offsets, Offsets]:
+    def _ends(self, start: Offsets, settle: bool = False) -> tuple[Offsets, Offsets, Offsets]:
         """(starts, true ends, skipped) of every partition; data loss raised or reported (``failOnDataLoss``).
+
+        ``settle``: a partition's end may be taken from the probe's first answer (a streaming micro-batch's plan;
+        SETTLE in :mod:`connectors.kafka_offsets`); otherwise every partition is read to its EOF event.
 
         Uncapped: the budget is shared by real lag. New partitions start at their low watermark. ``skipped``:
         partitions whose end is below their checkpointed start (recreated/truncated) under failOnDataLoss=false;
@@ -249,7 +252,9 @@ class _Reading:
                 if t in counts and int(p) >= counts[t]:
                     self._loss(t, int(p), s, -1, -1, f"the topic has {counts[t]} partitions now")
         full = {t: {str(p): start.get(t, {}).get(str(p), -1) for p in range(n)} for t, n in counts.items()}
-        probe = probe_partitions(self._consumer(), full, timeout=self.cfg.probe_timeout, tansu=self._is_tansu())
+        probe = probe_partitions(
+            self._consumer(), full, timeout=self.cfg.probe_timeout, tansu=self._is_tansu(), settle=settle
+        )
         skipped: Offsets = {}
         for t, ps in full.items():
             for p, s in ps.items():
@@ -325,7 +330,8 @@ class KafkaStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailab
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """True ends (probed), at most ``limit`` records past ``start`` shared by lag, capped by AvailableNow."""
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        full_start, ends, skipped = self._ends(start)
+        # availableNow stops at the first plan that brings nothing new: its plans read every partition to the end
+        full_start, ends, skipped = self._ends(start, settle=self._target is None)
         self._latest = ends
         if self._target is not None:
             ends = {t: {p: min(e, self._target.get(t, {}).get(p, e)) for p, e in ps.items()} for t, ps in ends.items()}

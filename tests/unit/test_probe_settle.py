@@ -1,8 +1,11 @@
-"""The end probe settles a partition on the broker's first answer, not when it has caught up with the writers.
+"""The end probe: a micro-batch's plan settles a partition on the broker's first answer; a whole read waits for EOF.
 
 ``connectors.kafka_offsets.probe_partitions`` against a scripted consumer: a partition still being written
 delivers new records on every call and never its EOF event (Tansu's EOF needs the probe caught up while the
-last batch holds one record). A partition whose records stay below its start waits for the EOF event.
+last batch holds one record). With ``settle`` (a streaming micro-batch) the first records past the start settle
+it. Without (the target of an ``availableNow`` query, a batch read) the probe reads to the EOF event, even when
+the first answer holds records past the start: the first answer is not always the whole partition. A partition
+whose records stay below its start waits for the EOF event either way.
 """
 
 from __future__ import annotations
@@ -68,17 +71,27 @@ def test_a_partition_still_written_is_settled_by_the_first_records_past_its_star
     # the last batches start at 400 and 380 (Tansu's watermark: their start + 1); the first answer holds them
     first = [Msg(0, o) for o in range(400, 520)] + [Msg(1, o) for o in range(380, 505)]
     c = WrittenConsumer({0: (0, 401), 1: (0, 381)}, [first])
-    res = probe_partitions(c, {TOPIC: {"0": 300, "1": 300}}, timeout=2.0)  # type: ignore[arg-type]
+    res = probe_partitions(c, {TOPIC: {"0": 300, "1": 300}}, timeout=2.0, settle=True)  # type: ignore[arg-type]
     assert res.ends == {TOPIC: {"0": 520, "1": 505}}  # what the broker held when the probe asked
     assert c.calls == 1 and c.assigned == []  # no chase after the writers, and the consumer is released
     assert res.exact == set()
+
+
+def test_without_settle_a_partition_is_read_to_its_eof_event() -> None:
+    # the first answer stops short of the partition's end (1,280 records were missed this way by an availableNow
+    # query that took it for the end); the EOF event comes with the third answer
+    answers = [[Msg(0, o) for o in range(400, 520)], [Msg(0, o) for o in range(520, 1800)], [Msg(0, 1800, eof=True)]]
+    c = WrittenConsumer({0: (0, 401)}, answers)
+    res = probe_partitions(c, {TOPIC: {"0": 300}}, timeout=2.0)  # type: ignore[arg-type]
+    assert res.ends == {TOPIC: {"0": 1800}} and res.exact == {(TOPIC, "0")}
+    assert c.calls == 3
 
 
 def test_an_end_below_the_start_still_waits_for_the_eof_event() -> None:
     # a recreated partition: 50 records, the checkpoint is at 300; only the EOF event says the end for certain
     answers = [[Msg(0, o) for o in range(49, 50)], [], [Msg(0, 50, eof=True)]]
     c = WrittenConsumer({0: (0, 50)}, answers)
-    res = probe_partitions(c, {TOPIC: {"0": 300}}, timeout=2.0)  # type: ignore[arg-type]
+    res = probe_partitions(c, {TOPIC: {"0": 300}}, timeout=2.0, settle=True)  # type: ignore[arg-type]
     assert res.ends == {TOPIC: {"0": 50}} and res.exact == {(TOPIC, "0")}
     assert c.calls == 3
 
