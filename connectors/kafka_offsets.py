@@ -179,10 +179,9 @@ def probe_partitions(
     below the start (``exact``: confirmed by EOF) instead of a fetch error. With ``cap``, a partition with at
     least ``cap`` records past its start below ``high - 1`` gets ``start + cap`` without probing. A partition
     is settled by its EOF event, or with ``settle`` by the first records that reach its start (SETTLE in the
-    module doc). One
-    settled by neither within ``timeout`` gets the highest offset seen + 1 (at least the watermark) and is not
-    ``exact``: a slow broker delays records to the next micro-batch but never skips any. ``tansu``: as in
-    :func:`watermarks`.
+    module doc). One settled by neither within ``timeout`` gets the highest offset seen + 1 (at least the
+    watermark) and is not ``exact``: a slow broker delays records to the next micro-batch but never skips any.
+    ``tansu``: as in :func:`watermarks`.
     """
     res = Probe({t: {} for t in starts}, {t: {} for t in starts})
     probe: list[TopicPartition] = []

@@ -142,7 +142,11 @@ def _number(buf: npt.NDArray[np.uint8], i: int, hi: int) -> tuple[int, int, int,
 
 
 def _number_end(buf: npt.NDArray[np.uint8], i: int, hi: int) -> int:
-    """The index after a number opening at ``i`` whose value is not read; -1 when invalid or in doubt."""
+    """The index after a number opening at ``i`` whose value is not read; -1 when invalid or in doubt.
+
+    :func:`_number`'s grammar without its value: most skipped values are numbers, and the value's bookkeeping
+    made skipping them cost a third more.
+    """
     start = i
     if buf[i] == 45:
         i += 1
