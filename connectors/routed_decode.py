@@ -1,10 +1,11 @@
 """Decode routed records into typed Arrow columns inside the Spark data source (``decode=routed``).
 
 Both wire formats of :mod:`schemas.records`, told apart per record by the first byte, may share one batch
-(a topic written during a rolling upgrade). Format 2 is decoded with numpy: the values are joined once, each
-fixed-offset field of the binary prefix is gathered for all records at once and viewed as big-endian integers
-or doubles; the key comes from the Kafka key, the combiner from the partition read, the source topic from the
-topic's name. No Python runs per record beyond collecting the values and keys from the consumed messages.
+(a topic written during a rolling upgrade). Format 2 is decoded with numpy: the values are joined once; for each
+prefix layout present (one per router batch), each field of the prefix is gathered for all records of that
+layout at once and viewed as big-endian integers or floats. The key comes from the Kafka key, the combiner
+from the partition read, the source topic from the topic's name. No Python runs per record beyond collecting
+the values and keys from the consumed messages.
 
 Format 1 (JSON): Spark's ``from_json`` creates a Jackson parser per record (an ``InputStreamReader`` and fresh
 buffers each time), the bulk of the scan tasks' JVM time (BENCHMARKS.md). Here a whole consumed batch is
@@ -30,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from schemas.records import V2_HEAD, V2_HEAD_MEASURE, V2_MEASURE, V2_TAG, source_topic
+from schemas.records import V2_HEADS, source_topic, v2_layout
 
 __all__ = ["ROUTED_ARROW_SCHEMA", "decode_routed"]
 
@@ -98,15 +99,25 @@ def _v2_rows(values: Sequence[bytes | None]) -> np.ndarray | None:
         return np.zeros(len(values), dtype=bool)
     starts = np.cumsum(lens) - lens
     tags = np.frombuffer(joined, np.uint8)[np.minimum(starts, len(joined) - 1)]
-    plain = (tags == V2_TAG) & (lens >= V2_HEAD)
-    with_x = (tags == V2_TAG | V2_MEASURE) & (lens >= V2_HEAD_MEASURE)
-    return np.asarray(plain | with_x)
+    return np.asarray((_HEAD_OF[tags] > 0) & (lens >= _HEAD_OF[tags]))
 
 
-def _field(buf: np.ndarray, starts: np.ndarray, at: int, dtype: str) -> np.ndarray:
-    """The big-endian field at byte ``at`` of every record (records start at ``starts`` in ``buf``)."""
-    width = np.dtype(dtype).itemsize
-    return buf[starts[:, None] + np.arange(at, at + width)].view(dtype).ravel()
+#: Prefix size of each version-2 tag, 0 for a byte that is no version-2 tag.
+_HEAD_OF = np.zeros(256, dtype=np.int64)
+_HEAD_OF[list(V2_HEADS)] = list(V2_HEADS.values())
+
+
+def _field(buf: np.ndarray, starts: np.ndarray, at: int, dtype: str, width: int | None = None) -> np.ndarray:
+    """The big-endian field at byte ``at`` of every record (records start at ``starts`` in ``buf``).
+
+    ``width`` < the dtype's size reads an unsigned field of that many bytes (the narrow layout's 6-byte fields).
+    """
+    size = np.dtype(dtype).itemsize
+    width = size if width is None else width
+    raw = buf[starts[:, None] + np.arange(at, at + width)]
+    if width < size:
+        raw = np.hstack([np.zeros((len(starts), size - width), np.uint8), raw])
+    return np.ascontiguousarray(raw).view(dtype).ravel()
 
 
 def _decode_v2(
@@ -117,13 +128,20 @@ def _decode_v2(
     lens = np.fromiter(map(len, values), dtype=np.int64, count=n)  # type: ignore[arg-type]
     buf = np.frombuffer(joined, np.uint8)
     starts = np.cumsum(lens) - lens
-    has_x = (buf[starts] & V2_MEASURE) != 0
-    src_p = _field(buf, starts, 1, ">u2").astype(np.int64)
-    src_o = _field(buf, starts, 3, ">i8").astype(np.int64)
-    t_ms = _field(buf, starts, 11, ">i8").astype(np.int64)
-    x_starts = np.where(has_x, starts, 0)
-    x = _field(buf, x_starts, 19, ">f8").astype(np.float64) if has_x.any() else np.full(n, np.nan)
-    measure = pa.array(x, pa.float64(), mask=~has_x | np.isnan(x))
+    tags = buf[starts]
+    src_p, src_o, t_ms = (np.empty(n, dtype=np.int64) for _ in range(3))
+    x = np.full(n, np.nan)
+    layouts = np.unique(tags).tolist()  # one per router batch (module docstring of schemas.records): a handful
+    for tag in layouts:
+        rows: slice | np.ndarray = slice(None) if len(layouts) == 1 else np.flatnonzero(tags == tag)
+        s = starts[rows]
+        width, xw, _ = v2_layout(tag)  # type: ignore[misc]  # _v2_rows checked every tag
+        src_p[rows] = _field(buf, s, 1, ">u2")
+        src_o[rows] = _field(buf, s, 3, ">i8", width)
+        t_ms[rows] = _field(buf, s, 3 + width, ">i8", width)
+        if xw:
+            x[rows] = _field(buf, s, 3 + 2 * width, ">f4" if xw == 4 else ">f8")
+    measure = pa.array(x, pa.float64(), mask=np.isnan(x))
     if keys is None:
         key = pa.nulls(n, pa.string())
     else:

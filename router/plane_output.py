@@ -143,7 +143,9 @@ class PlaneOutput:
         src, out = self.route.raw_topic, self.route.combiner_topic_name
         produce, poll, skip = self.producer.produce, self.producer.poll, self._skip
         refused: list[BadRecord] = []
-        values = encode_routed_v2_batch(ext.times, ext.partitions, ext.offsets, ext.measures, ext.values)
+        values = encode_routed_v2_batch(
+            ext.times, ext.partitions, ext.offsets, ext.measures, ext.values, compact=self.router.routed_compact
+        )
         keys, cs = ext.keys, combiners.tolist()
         start = 0
         if not skip:  # the common case: a bare loop (no index, no position check) until a record fails

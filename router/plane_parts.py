@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from router.extract import BadRecord, Extracted, RawMessage, SourceRecord
 from router.partitioners import Partitioner, create
 from schemas.exceptions import ConfigError, RecordError
-from schemas.records import V2_HEAD, V2_HEAD_MEASURE, V2_MEASURE, DeadLetter, decode_routed_record, routed_version
+from schemas.records import V2_HEADS, DeadLetter, decode_routed_record, routed_version
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
 __all__ = [
@@ -168,7 +168,7 @@ def refused_source(raw_topic: str, topic: str, key: bytes | None, value: bytes |
         assert value is not None
         pos = decode_routed_record(value, key, raw_topic, 0) or {}
         pos["tp"] = raw_topic
-        payload = value[V2_HEAD_MEASURE if value[0] & V2_MEASURE else V2_HEAD :]
+        payload = value[V2_HEADS[value[0]] :]
     else:
         try:
             doc = orjson.loads(value or b"null")

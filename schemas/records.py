@@ -3,22 +3,33 @@
 Version 2 (the default, ``router.routed_format=2``). Kafka key = the record key (UTF-8); Kafka partition = the
 combiner; Kafka timestamp = when the router produced it (librdkafka's clock: ``produce_batch`` cannot set one,
 and a producer-time timestamp keeps the topic's time-based retention meaningful for backfills of old data). The
-value is a fixed big-endian prefix followed by the raw record's value bytes, untouched::
+value is a big-endian prefix followed by the raw record's value bytes, untouched. The prefix's first byte, the
+tag, says its layout; a reader takes every record's layout from its own tag::
 
-    offset  size  field
-    0       1     tag: 0x02 (version 2) | 0x10 when a measure follows
-    1       2     source partition (unsigned; a raw topic of more than 65,536 partitions needs format 1)
-    3       8     source offset (signed)
-    11      8     event time, epoch ms (signed; the router bounds it to [0, 2**53))
-    19      8     measure, IEEE-754 double -- only with the 0x10 bit; NaN means "no measure" (extracted
-                  measures are always finite)
-    19|27   ...   the raw value, byte for byte
+    tag bit  meaning
+    0x02     version 2 (the low nibble)
+    0x10     a measure follows the event time (NaN in it means "no measure"; extracted measures are finite)
+    0x20     narrow: source offset and event time take 6 bytes each (unsigned), not 8 (signed)
+    0x40     the measure is a 4-byte IEEE-754 single, not an 8-byte double (only with 0x10)
 
-So a routed record costs the raw value + 19 bytes (27 with a measure) + the key (when the raw record did not
-already carry it as its Kafka key). Big-endian ("network order") because Spark SQL reads it with built-in
-functions (``conv(hex(substring(value, 4, 8)), 16, 10)``); numpy reads it with ``>i8`` views. The source
-topic is not on the wire: a combiner topic is written by one route, so readers derive it from the combiner
-topic's name (:func:`source_topic`: ``<raw>.combiners`` -> ``<raw>``; a custom name stands for itself).
+    field           wide (no 0x20)   narrow (0x20)
+    tag             0, 1 byte        0, 1 byte
+    source part.    1, 2 bytes       1, 2 bytes (unsigned; a raw topic of more than 65,536 partitions needs format 1)
+    source offset   3, 8 bytes       3, 6 bytes
+    event time      11, 8 bytes      9, 6 bytes (epoch ms)
+    measure         19, 8 or 4       15, 8 or 4 (only with 0x10)
+    raw value       after the prefix, byte for byte
+
+So the prefix is 15 bytes narrow without a measure, 19 with a single, 23 with a double (wide: 19, 23, 27), and a
+routed record costs the raw value + the prefix + the key (when the raw record did not already carry it as its
+Kafka key). A router picks the layout per batch: narrow when every source offset and event time of the batch is
+in [0, 2**48) (2**48 ms is the year 10889), a single when every measure of the batch is one exactly (small
+integers, halves, ...), the measure layout when any record of the batch has a measure. With
+``router.routed_compact=false`` it writes only the wide layouts with doubles (tags 0x02 and 0x12), which readers
+of earlier releases read too. Big-endian ("network order") because Spark SQL reads it with built-in functions
+(``conv(hex(substring(value, 4, 8)), 16, 10)``); numpy reads it with ``>i8`` views. The source topic is not on
+the wire: a combiner topic is written by one route, so readers derive it from the combiner topic's name
+(:func:`source_topic`: ``<raw>.combiners`` -> ``<raw>``; a custom name stands for itself).
 
 Version 1 (``router.routed_format=1``, still read everywhere): the value is compact JSON::
 
@@ -44,10 +55,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "MAX_V2_PARTITION",
+    "NARROW_LIMIT",
     "ROUTED_VERSION",
     "V2_HEAD",
+    "V2_HEADS",
     "V2_HEAD_MEASURE",
     "V2_MEASURE",
+    "V2_NARROW",
+    "V2_SINGLE",
     "V2_TAG",
     "DeadLetter",
     "RoutedRecord",
@@ -58,24 +73,37 @@ __all__ = [
     "routed_spark_schema",
     "routed_version",
     "source_topic",
+    "v2_layout",
 ]
 
 #: The wire format routers write by default (``router.routed_format``).
 ROUTED_VERSION = 2
-#: First byte of a version-2 value; :data:`V2_MEASURE` is or-ed in when a measure follows.
+#: Tag bits of a version-2 value (its first byte): the version, then the layout flags (module docstring).
 V2_TAG = 0x02
 V2_MEASURE = 0x10
-#: Prefix sizes of version 2 without and with a measure.
+V2_NARROW = 0x20
+V2_SINGLE = 0x40
+#: Prefix sizes of the wide layout without and with a measure (a double).
 V2_HEAD = 19
 V2_HEAD_MEASURE = 27
 #: Largest source partition version 2 can carry.
 MAX_V2_PARTITION = 0xFFFF
+#: Source offsets and event times below this fit the narrow layout.
+NARROW_LIMIT = 1 << 48
 COMBINER_SUFFIX = ".combiners"
 
-_HEAD = struct.Struct(">BHqq")
-_HEAD_X = struct.Struct(">BHqqd")
-_DT = np.dtype([("tag", "u1"), ("p", ">u2"), ("o", ">i8"), ("t", ">i8")])
-_DT_X = np.dtype([("tag", "u1"), ("p", ">u2"), ("o", ">i8"), ("t", ">i8"), ("x", ">f8")])
+
+def v2_layout(tag: int) -> tuple[int, int, int] | None:
+    """``(offset and time width, measure width, prefix size)`` of a version-2 tag; ``None`` for any other byte."""
+    if tag & 0x8F != V2_TAG or (tag & V2_SINGLE and not tag & V2_MEASURE):
+        return None
+    width = 6 if tag & V2_NARROW else 8
+    measure = 0 if not tag & V2_MEASURE else 4 if tag & V2_SINGLE else 8
+    return width, measure, 3 + 2 * width + measure
+
+
+#: Every version-2 tag, with its prefix size.
+V2_HEADS: dict[int, int] = {t: lay[2] for t in range(256) if (lay := v2_layout(t)) is not None}
 
 
 class RoutedRecord(BaseModel):
@@ -115,39 +143,64 @@ def encode_routed(
     return head[:-1] + b',"d":' + raw_value + b"}"
 
 
-def encode_routed_v2(event_time: int, partition: int, offset: int, measure: float | None, raw_value: bytes) -> bytes:
+def encode_routed_v2(
+    event_time: int, partition: int, offset: int, measure: float | None, raw_value: bytes, *, compact: bool = True
+) -> bytes:
     """Version-2 wire value of one routed record (the key and combiner travel as Kafka key and partition)."""
-    if measure is None:
-        return _HEAD.pack(V2_TAG, partition, offset, event_time) + raw_value
-    return _HEAD_X.pack(V2_TAG | V2_MEASURE, partition, offset, event_time, measure) + raw_value
+    return encode_routed_v2_batch([event_time], [partition], [offset], [measure], [raw_value], compact=compact)[0]
 
 
 def encode_routed_v2_batch(
     times: Sequence[int], partitions: Sequence[int], offsets: Sequence[int], measures: Sequence[float | None],
-    values: Sequence[bytes],
+    values: Sequence[bytes], *, compact: bool = True,
 ) -> list[bytes]:  # fmt: skip
     """Version-2 values of a batch: the prefixes built at once by numpy, then one concatenation per record.
 
-    A batch with any measure uses the measure layout for all its records (NaN where a record has none).
+    One layout for the whole batch (module docstring): with a measure if any record has one (NaN where a record
+    has none); with ``compact``, narrow and with a single where every record of the batch allows it.
     Raises :class:`ValueError` for a source partition above :data:`MAX_V2_PARTITION` (use format 1).
     """
     n = len(values)
     if n == 0:
         return []
-    with_x = any(x is not None for x in measures)
-    head = np.empty(n, dtype=_DT_X if with_x else _DT)
-    head["tag"] = V2_TAG | V2_MEASURE if with_x else V2_TAG
     parts = np.asarray(partitions, dtype=np.int64)
     if int(parts.max()) > MAX_V2_PARTITION or int(parts.min()) < 0:
         raise ValueError(f"source partition {int(parts.max())} does not fit routed format 2; use routed_format=1")
-    head["p"] = parts
-    head["o"] = offsets
-    head["t"] = times
-    if with_x:
-        head["x"] = [math.nan if x is None else x for x in measures]
+    offs = np.asarray(offsets, dtype=np.int64)
+    ts = np.asarray(times, dtype=np.int64)
+    tag = V2_TAG
+    narrow = compact and _fits_narrow(offs) and _fits_narrow(ts)
+    cols = [np.full((n, 1), 0, np.uint8), _be(parts, ">u2", 2)]
+    if narrow:
+        tag |= V2_NARROW
+        cols += [_be(offs, ">u8", 6), _be(ts, ">u8", 6)]
+    else:
+        cols += [_be(offs, ">i8", 8), _be(ts, ">i8", 8)]
+    if any(x is not None for x in measures):
+        tag |= V2_MEASURE
+        x = np.array([math.nan if x is None else x for x in measures], dtype=np.float64)
+        with np.errstate(over="ignore"):
+            single = x.astype(np.float32)
+        if compact and bool(np.all((single == x) | np.isnan(x))):
+            tag |= V2_SINGLE
+            cols.append(_be(single, ">f4", 4))
+        else:
+            cols.append(_be(x, ">f8", 8))
+    cols[0][:] = tag
+    head = np.hstack(cols)
     raw = head.tobytes()
-    w = head.itemsize
+    w = head.shape[1]
     return [raw[i : i + w] + v for i, v in zip(range(0, n * w, w), values, strict=True)]
+
+
+def _fits_narrow(a: np.ndarray) -> bool:
+    return int(a.min()) >= 0 and int(a.max()) < NARROW_LIMIT
+
+
+def _be(a: np.ndarray, dtype: str, width: int) -> np.ndarray:
+    """``a`` as big-endian ``dtype``, one row of bytes per value, keeping its last ``width`` bytes."""
+    raw = np.ascontiguousarray(a.astype(dtype)).view(np.uint8).reshape(len(a), -1)
+    return raw[:, raw.shape[1] - width :]
 
 
 def routed_version(value: bytes | None) -> int | None:
@@ -157,13 +210,10 @@ def routed_version(value: bytes | None) -> int | None:
     first = value[0]
     if first == 0x7B:  # "{"
         return 1
-    if first in (V2_TAG, V2_TAG | V2_MEASURE) and len(value) >= _v2_head(first):
+    head = V2_HEADS.get(first)
+    if head is not None and len(value) >= head:
         return 2
     return None
-
-
-def _v2_head(tag: int) -> int:
-    return V2_HEAD_MEASURE if tag & V2_MEASURE else V2_HEAD
 
 
 def source_topic(combiner_topic: str) -> str:
@@ -189,14 +239,15 @@ def decode_routed_record(
     if version != 2:
         return None
     assert value is not None
-    tag = value[0]
-    if tag & V2_MEASURE:
-        _, p, o, t, x = _HEAD_X.unpack_from(value)
-        measure = None if math.isnan(x) else x
-    else:
-        _, p, o, t = _HEAD.unpack_from(value)
-        measure = None
-    raw = value[_v2_head(tag) :]
+    width, xw, head = v2_layout(value[0])  # type: ignore[misc]  # routed_version checked the tag
+    p = int.from_bytes(value[1:3], "big")
+    o = int.from_bytes(value[3 : 3 + width], "big", signed=width == 8)
+    t = int.from_bytes(value[3 + width : 3 + 2 * width], "big", signed=width == 8)
+    measure: float | None = None
+    if xw:
+        (x,) = struct.unpack_from(">f" if xw == 4 else ">d", value, 3 + 2 * width)
+        measure = None if math.isnan(x) else float(x)
+    raw = value[head:]
     try:
         d = orjson.loads(raw)
     except orjson.JSONDecodeError:

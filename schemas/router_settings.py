@@ -90,9 +90,16 @@ class RouterSettings(FrozenModel):
     )
     routed_format: Literal[1, 2] = Field(
         2,
-        description="wire format of the routed records this worker writes: 2 = raw value bytes behind a 19-byte "
-        "binary prefix, the record key as Kafka key; 1 = the JSON envelope of earlier releases (readers accept both "
-        "on one topic, so workers can be upgraded one by one)",
+        description="wire format of the routed records this worker writes: 2 = raw value bytes behind a binary "
+        "prefix of 15-27 bytes, the record key as Kafka key; 1 = the JSON envelope of earlier releases (readers "
+        "accept both on one topic, so workers can be upgraded one by one)",
+    )
+    routed_compact: bool = Field(
+        True,
+        description="format 2: write the compact prefix layouts where a batch allows them (6-byte source offset "
+        "and event time while both are below 2**48; a 4-byte measure when every measure of the batch is exactly a "
+        "single-precision float), 4-12 bytes less per record. false: only the 19- and 27-byte layouts, which "
+        "Spark jobs of releases before the compact layouts also read; upgrade those jobs, then turn it on",
     )
     on_data_loss: Literal["fail", "skip"] = Field(
         "fail",

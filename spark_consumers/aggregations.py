@@ -49,6 +49,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
+from schemas.records import V2_HEADS, v2_layout
+
 __all__ = [
     "AGGREGATIONS",
     "AggSpec",
@@ -134,49 +136,64 @@ def parse_routed(raw: DataFrame, item_field: str | None = None) -> DataFrame:
         )  # fmt: skip
     value = F.col("value")
     tag = F.hex(F.substring(value, 1, 1))
-    size = F.length(value)
-    with_x = (tag == "12") & (size >= 27)  # routed format 2 (schemas.records), told apart per record
-    v2 = ((tag == "02") & (size >= 19)) | with_x
+    head = _by_tag(tag, {t: lay[2] for t, lay in _LAYOUTS.items()})  # null: not format 2 (schemas.records)
+    v2 = head.isNotNull() & (F.length(value) >= head)  # told apart per record
     parsed = raw.select(
         F.col("partition").cast("int").alias("combiner"),
         v2.alias("v2"),
-        with_x.alias("with_x"),
+        head.alias("head"),
+        _by_tag(tag, {t: lay[0] for t, lay in _LAYOUTS.items()}).alias("width"),
+        _by_tag(tag, {t: lay[1] for t, lay in _LAYOUTS.items()}).alias("xw"),
         value,
         F.col("key").cast("string").alias("k2"),
         F.regexp_replace(F.col("topic"), r"\.combiners$", "").alias("tp2"),
         F.when(~v2, F.from_json(value.cast("string"), _value_schema(item_field is not None))).alias("r"),
     )
-    v2 = F.col("v2")
-    raw_json = F.expr("substring(value, if(with_x, 28, 20))").cast("string")
+    v2, width, xw = F.col("v2"), F.col("width"), F.col("xw")
+    at_x = F.lit(4) + 2 * width  # 1-based positions of the prefix's fields: source offset at 4, time at 4 + width
+    measure = F.when(v2 & (xw == 8), _be_double(at_x)).when(v2 & (xw == 4), _be_single(at_x)).otherwise(F.col("r.x"))
     if item_field is not None:
-        raw_doc = F.when(v2, raw_json).otherwise(F.col("r.d"))
+        raw_doc = F.when(v2, F.expr("substring(value, head + 1)").cast("string")).otherwise(F.col("r.d"))
         item = F.get_json_object(raw_doc, "$." + item_field)
     else:
-        item = F.when(v2, F.when(F.col("with_x"), _be_double(20))).otherwise(F.col("r.x")).cast("string")
+        item = measure.cast("string")
     return parsed.select(
         F.when(v2, F.col("k2")).otherwise(F.col("r.k")).alias("key"),
-        F.timestamp_millis(F.when(v2, _be_int(12, 8)).otherwise(F.col("r.t"))).alias("event_time"),
-        F.when(v2, F.when(F.col("with_x"), _be_double(20))).otherwise(F.col("r.x")).alias("measure"),
+        F.timestamp_millis(F.when(v2, _be_int(F.lit(4) + width, width)).otherwise(F.col("r.t"))).alias("event_time"),
+        measure.alias("measure"),
         item.alias("item"),
         "combiner",
         F.when(v2, F.col("tp2")).otherwise(F.col("r.tp")).alias("src_topic"),
-        F.when(v2, _be_int(2, 2)).otherwise(F.col("r.p")).alias("src_partition"),
-        F.when(v2, _be_int(4, 8)).otherwise(F.col("r.o")).alias("src_offset"),
+        F.when(v2, _be_int(F.lit(2), F.lit(2))).otherwise(F.col("r.p")).alias("src_partition"),
+        F.when(v2, _be_int(F.lit(4), width)).otherwise(F.col("r.o")).alias("src_offset"),
     )
 
 
-def _be_int(at: int, width: int) -> Column:
-    """The big-endian integer at 1-based byte ``at`` of ``value`` (format 2's prefix), with built-in functions."""
+#: Format 2's layouts by tag in hex: (offset and time width, measure width, prefix size).
+_LAYOUTS = {f"{t:02X}": v2_layout(t) or (0, 0, 0) for t in V2_HEADS}
+
+
+def _by_tag(tag: Column, of: dict[str, int]) -> Column:
+    """``of[tag]`` as a column (null for a tag not in ``of``)."""
+    out = None
+    for t, v in of.items():
+        out = F.when(tag == t, F.lit(v)) if out is None else out.when(tag == t, F.lit(v))
+    assert out is not None
+    return out
+
+
+def _be_int(at: Column, width: Column) -> Column:
+    """The big-endian integer of ``width`` bytes at 1-based byte ``at`` of ``value``, with built-in functions."""
     return F.conv(F.hex(F.substring(F.col("value"), at, width)), 16, 10).cast("long")
 
 
-def _be_double(at: int) -> Column:
+def _be_double(at: Column) -> Column:
     """The big-endian IEEE-754 double at 1-based byte ``at`` of ``value``; NaN (format 2's "no measure") is null.
 
     Spark SQL cannot cast binary to a number, so the bits are split in hex: 3 digits of sign and exponent, 13 of
     mantissa (52 bits: exact in a double); the value is rebuilt with a power of two, which is exact.
     """
-    bits = F.hex(F.substring(F.col("value"), at, 8))
+    bits = F.hex(F.substring(F.col("value"), at, F.lit(8)))
     top = F.conv(F.substring(bits, 1, 3), 16, 10).cast("int")
     mantissa = F.conv(F.substring(bits, 4, 13), 16, 10).cast("double")
     sign = F.when(top >= 2048, F.lit(-1.0)).otherwise(F.lit(1.0))
@@ -185,6 +202,23 @@ def _be_double(at: int) -> Column:
     return (
         F.when(exponent == 2047, F.lit(None).cast("double"))
         .when(exponent == 0, sign * mantissa * F.lit(2.0**-1074))
+        .otherwise(sign * normal)
+    )
+
+
+def _be_single(at: Column) -> Column:
+    """The big-endian IEEE-754 single at 1-based byte ``at`` of ``value``, as a double; NaN is null.
+
+    The 32 bits fit a long: sign, 8 bits of exponent, 23 of mantissa; rebuilt exactly, as :func:`_be_double`.
+    """
+    bits = F.conv(F.hex(F.substring(F.col("value"), at, F.lit(4))), 16, 10).cast("long")
+    exponent = F.shiftright(bits, 23).bitwiseAND(255)
+    mantissa = bits.bitwiseAND(0x7FFFFF).cast("double")
+    sign = F.when(bits >= 2**31, F.lit(-1.0)).otherwise(F.lit(1.0))
+    normal = (mantissa + F.lit(float(2**23))) * F.pow(F.lit(2.0), exponent - 150)
+    return (
+        F.when(exponent == 255, F.lit(None).cast("double"))
+        .when(exponent == 0, sign * mantissa * F.lit(2.0**-149))
         .otherwise(sign * normal)
     )
 

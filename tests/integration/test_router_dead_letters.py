@@ -7,7 +7,7 @@ import base64
 import orjson
 import pytest
 
-from schemas.records import V2_HEAD, DeadLetter, RoutedRecord
+from schemas.records import V2_HEADS, DeadLetter, RoutedRecord
 from schemas.settings import KafkaSettings
 from tests.integration.router_support import committed, end_offsets, produce, routed, run_plane, settings
 
@@ -109,7 +109,7 @@ def test_kafka_key_route_under_format_2_routes_values_that_are_not_json(kafka: K
     route = s.routes[0]
     run_plane(s, len(records))
     out = routed(kafka, route.combiner_topic_name, expected=3)
-    got = sorted((d["k"], r.value[V2_HEAD:], (d["p"], d["o"])) for r, d in out)
+    got = sorted((d["k"], r.value[V2_HEADS[r.value[0]] :], (d["p"], d["o"])) for r, d in out)
     sent = {v: (i % 4, i // 4) for i, (_, v) in enumerate(records)}  # round-robin: value -> (partition, offset)
     assert got == sorted((k.decode(), v, sent[v]) for k, v in records[:3])  # type: ignore[union-attr,index]
     dlq = [DeadLetter.model_validate(d).error for _, d in routed(kafka, route.dlq_topic_name, expected=1)]

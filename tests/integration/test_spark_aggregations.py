@@ -7,7 +7,7 @@ import random
 import pytest
 from pyspark.sql import functions as F
 
-from schemas.records import encode_routed, encode_routed_v2
+from schemas.records import encode_routed, encode_routed_v2, encode_routed_v2_batch
 from schemas.spark_settings import AGGREGATION_PROFILES
 from spark_consumers.aggregations import (
     AggSpec,
@@ -33,7 +33,7 @@ def _records(n: int = 3000, seed: int = 3) -> list[Rec]:
 def _encode(fmt: str, i: int, r: Rec, c: int, raw: bytes, replay: bool = False) -> bytes:
     """Format 1, format 2, or (``mixed``) alternating: one topic written during a rolling upgrade."""
     if fmt == "v2" or (fmt == "mixed" and (i + replay) % 2):
-        return encode_routed_v2(r.t, 0, i, r.x, raw)
+        return encode_routed_v2(r.t, 0, i, r.x, raw, compact=i % 3 > 0)  # compact layouts and the wide ones
     return encode_routed(r.key, r.t, c, "raw", 0, i, r.x, raw)
 
 
@@ -103,11 +103,38 @@ def test_formats_decode_to_the_same_rows(spark) -> None:
     recs[6] = Rec(recs[6].key, recs[6].t, 1e-310)  # subnormal: the SQL rebuild of the double stays exact
     recs[7] = Rec(recs[7].key, recs[7].t, -123456.789e200)
     recs[8] = Rec(recs[8].key, recs[8].t, None)
+    recs[10] = Rec(recs[10].key, recs[10].t, 2.0**-140)  # a subnormal single: the 4-byte measure layout
+    recs[11] = Rec(recs[11].key, recs[11].t, -(2.0**100))
+    recs[13] = Rec(recs[13].key, recs[13].t, 0.1)  # not a single: the 8-byte measure layout
     for item in (None, "item"):
         want = parse_routed(_kafka_df(spark, recs), item_field=item).orderBy("src_offset").collect()
         for fmt in ("v2", "mixed"):
             got = parse_routed(_kafka_df(spark, recs, fmt=fmt), item_field=item).orderBy("src_offset").collect()
             assert got == want, (fmt, item)
+
+
+def test_sql_and_numpy_decoders_agree_on_every_format_2_layout(spark) -> None:
+    """``parse_routed`` (Spark's JVM source) and the Python source's numpy decoder, on batches of each layout."""
+    from connectors.routed_decode import decode_routed
+
+    rows, tags = [], set()
+    cases = [(False, 0, None), (False, 0, 0.1), (True, 0, None), (True, 0, 0.1), (True, 0, -7.0), (True, 2**50, 7.5)]
+    for g, (compact, base, x) in enumerate(cases):
+        measures = [x, None, None if x is None else -x]
+        values = encode_routed_v2_batch([T0 + g] * 3, [g] * 3, [base + i for i in range(3)], measures,
+                                        [b'{"item":"i%d"}' % g] * 3, compact=compact)  # fmt: skip
+        tags |= {v[0] for v in values}
+        rows += [(b"k%d" % g, v, "raw.combiners", 1, len(rows) + i) for i, v in enumerate(values)]
+    assert tags == {0x02, 0x12, 0x22, 0x32, 0x72, 0x52}
+    df = spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long")
+    cols = ["key", "measure", "combiner", "src_topic", "src_partition", "src_offset"]
+    parsed = parse_routed(df).select(*cols, F.unix_millis("event_time").alias("t"))
+    got = [r.asDict() for r in parsed.collect()]
+    want = decode_routed([v for _, v, *_ in rows], 1, [k for k, *_ in rows], "raw.combiners").to_pylist()
+    for w in want:
+        w["t"] = round(w.pop("event_time").timestamp() * 1000)
+    assert got == want
+    assert [r["measure"] for r in got[-3:]] == [7.5, None, -7.5] and got[-1]["src_offset"] == 2**50 + 2
 
 
 @pytest.mark.parametrize("fmt", ["v1", "v2", "mixed"])

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from connectors.routed_decode import ROUTED_ARROW_SCHEMA, decode_routed
-from schemas.records import V2_HEAD, RoutedRecord, encode_routed, encode_routed_v2
+from schemas.records import V2_HEADS, RoutedRecord, encode_routed, encode_routed_v2, encode_routed_v2_batch
 
 
 def _value(i: int, measure: float | None = 1.5, raw: bytes = b'{"i":1}') -> bytes:
@@ -80,7 +80,7 @@ def test_formats_1_and_2_mixed_in_one_batch_keep_their_order() -> None:
 def test_format_2_keeps_the_raw_bytes_and_a_custom_topic_name() -> None:
     raw = b"\xff not even json \n"
     k, v = b"u1", encode_routed_v2(7, 65_535, 2**40, None, raw)
-    assert v.endswith(raw) and len(v) == V2_HEAD + len(raw)
+    assert v.endswith(raw) and len(v) == 15 + len(raw)
     (row,) = decode_routed([v], 0, [k], "custom-out").to_pylist()
     assert (row["key"], row["src_topic"], row["src_partition"], row["src_offset"]) == (
         "u1",
@@ -88,3 +88,26 @@ def test_format_2_keeps_the_raw_bytes_and_a_custom_topic_name() -> None:
         65_535,
         2**40,
     )
+
+
+def test_every_format_2_layout_in_one_batch_decodes_like_format_1() -> None:
+    """Router batches of each prefix layout (wide or narrow, no measure, a double or a single), rows interleaved."""
+    groups = [  # (compact, offset base, measures): the layout each gives is asserted below
+        (False, 0, [None] * 4), (False, 0, [0.1, None, 2.5, -3.0]), (True, 0, [None] * 4),
+        (True, 0, [0.1, None, 2.5, -3.0]), (True, 0, [7.0, None, -0.5, 2.0**-20]), (True, 2**50, [7.0, 1.0, 2.0, 3.0]),
+        (True, 2**48 - 4, [None] * 4),
+    ]  # fmt: skip
+    expect_tags = [0x02, 0x12, 0x22, 0x32, 0x72, 0x52, 0x22]
+    rows: list[tuple[bytes, bytes, bytes]] = []  # (key, format 2, format 1)
+    for g, (compact, base, measures) in enumerate(groups):
+        offs = [base + i for i in range(4)]
+        times = [1_700_000_000_000 + 10 * g + i for i in range(4)]
+        raws = [b'{"g":%d}' % g] * 4
+        v2 = encode_routed_v2_batch(times, [g] * 4, offs, measures, raws, compact=compact)
+        assert {v[0] for v in v2} == {expect_tags[g]} and all(len(v) == V2_HEADS[v[0]] + 7 for v in v2)
+        for t, o, x, v in zip(times, offs, measures, v2, strict=True):
+            rows.append((f"k{g}".encode(), v, encode_routed(f"k{g}", t, 0, "clicks", g, o, x, raws[0])))
+    rows = rows[::2] + rows[1::2]  # layouts interleaved
+    got = decode_routed([v for _, v, _ in rows], 3, [k for k, _, _ in rows], "clicks.combiners").to_pylist()
+    assert got == decode_routed([v1 for _, _, v1 in rows], 3).to_pylist()
+    assert {2**50 + 3, 2**48 - 1} <= {r["src_offset"] for r in got}

@@ -1,3 +1,5 @@
+import math
+
 import orjson
 import pytest
 
@@ -5,6 +7,8 @@ from schemas.control import ControlMessageError, GlobalMessage, SyncMessage, enc
 from schemas.records import (
     V2_HEAD,
     V2_HEAD_MEASURE,
+    V2_HEADS,
+    V2_MEASURE,
     RoutedRecord,
     decode_routed_record,
     encode_routed,
@@ -13,6 +17,7 @@ from schemas.records import (
     routed_spark_schema,
     routed_version,
     source_topic,
+    v2_layout,
 )
 
 
@@ -40,22 +45,38 @@ def test_spark_schema_covers_every_wire_field() -> None:
     assert fields == wire
 
 
-def test_format_2_batch_encoder_matches_the_record_encoder_and_decodes_back() -> None:
+def test_format_2_batch_encoder_decodes_back_in_every_layout() -> None:
     raws = [b'{"a":1}', b"", b"\x00binary"]
-    times, parts, offs = [1, 2**52, 0], [0, 7, 65_535], [0, 2**62, 5]
-    for measures in ([None, None, None], [None, -0.5, 1e300]):
-        batch = encode_routed_v2_batch(times, parts, offs, measures, raws)
-        single = [encode_routed_v2(*row) for row in zip(times, parts, offs, measures, raws, strict=True)]
-        if any(x is not None for x in measures):  # a batch with a measure gives every record the measure layout
-            single = [encode_routed_v2(t, p, o, x if x is not None else float("nan"), r)
-                      for t, p, o, x, r in zip(times, parts, offs, measures, raws, strict=True)]  # fmt: skip
-        assert batch == single
-        head = V2_HEAD_MEASURE if measures[1] is not None else V2_HEAD
+    parts = [0, 7, 65_535]
+    cases = [  # (compact, times, offsets, measures, the batch's tag)
+        (False, [1, 2**52, 0], [0, 2**62, 5], [None, None, None], 0x02),
+        (False, [1, 2**52, 0], [0, 2**62, 5], [None, -0.5, 1e300], 0x12),
+        (False, [1, 2, 3], [0, 1, 5], [None, -0.5, 7.0], 0x12),
+        (True, [1, 2**52, 0], [0, 2**62, 5], [None, None, None], 0x02),
+        (True, [1, 2**48 - 1, 0], [0, 2**48 - 1, 5], [None, None, None], 0x22),
+        (True, [1, 2**48, 0], [0, 5, 5], [None, None, None], 0x02),
+        (True, [1, 2, 3], [0, 2**48, 5], [None, -0.5, 7.0], 0x52),
+        (True, [1, 2, 3], [0, 1, 5], [None, -0.5, 7.0], 0x72),
+        (True, [1, 2, 3], [0, 1, 5], [None, -0.5, 0.1], 0x32),
+        (True, [1, 2, 3], [0, 1, 5], [None, -0.5, 1e300], 0x32),
+        (True, [1, 2, 3], [0, 1, 5], [None, -0.5, 5e-324], 0x32),
+        (True, [1, 2, 3], [0, 1, 5], [None, 16_777_217.0, 0.0], 0x32),
+        (True, [1, 2, 3], [0, 1, 5], [None, 16_777_216.0, -0.0], 0x72),
+    ]
+    for compact, times, offs, measures, tag in cases:
+        batch = encode_routed_v2_batch(times, parts, offs, measures, raws, compact=compact)
+        head = V2_HEADS[tag]
         for v, raw, t, p, o, x in zip(batch, raws, times, parts, offs, measures, strict=True):
-            assert len(v) == head + len(raw) and v[head:] == raw and routed_version(v) == 2
+            assert v[0] == tag and len(v) == head + len(raw) and v[head:] == raw and routed_version(v) == 2
             d = decode_routed_record(v, b"key", "clicks.combiners", 3)
             assert d is not None
             assert (d["k"], d["t"], d["c"], d["tp"], d["p"], d["o"], d["x"]) == ("key", t, 3, "clicks", p, o, x)
+            assert x is None or math.copysign(1.0, d["x"]) == math.copysign(1.0, x)
+            single = encode_routed_v2(t, p, o, x if x is not None or tag & V2_MEASURE == 0 else math.nan, raw,
+                                      compact=compact)  # fmt: skip
+            assert single == v or v2_layout(single[0]) != v2_layout(tag)  # alone, a record may fit a smaller layout
+    assert V2_HEADS == {0x02: 19, 0x12: 27, 0x22: 15, 0x32: 23, 0x52: 23, 0x72: 19}
+    assert (V2_HEADS[0x02], V2_HEADS[0x12]) == (V2_HEAD, V2_HEAD_MEASURE)
 
 
 def test_format_2_refuses_partitions_it_cannot_carry() -> None:
@@ -67,6 +88,7 @@ def test_versions_are_told_apart_by_the_first_byte() -> None:
     v1 = encode_routed("k", 1, 0, "t", 0, 0, None, b"null")
     assert routed_version(v1) == 1 and decode_routed_record(v1, b"k", "x", 0) == orjson.loads(v1)
     assert [routed_version(v) for v in (b"", None, b"\x02short", b"[1]")] == [None, None, None, None]
+    assert [routed_version(bytes([t]) + bytes(30)) for t in (0x42, 0x62, 0x82, 0x03, 0x72)] == [None] * 4 + [2]
     assert source_topic("raw.combiners") == "raw" and source_topic("out") == "out"
 
 
