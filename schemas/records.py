@@ -44,6 +44,7 @@ test keeps the two identical.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Sequence
@@ -166,31 +167,39 @@ def encode_routed_v2_batch(
     parts = np.asarray(partitions, dtype=np.int64)
     if int(parts.max()) > MAX_V2_PARTITION or int(parts.min()) < 0:
         raise ValueError(f"source partition {int(parts.max())} does not fit routed format 2; use routed_format=1")
-    offs = np.asarray(offsets, dtype=np.int64)
-    ts = np.asarray(times, dtype=np.int64)
-    tag = V2_TAG
-    narrow = compact and _fits_narrow(offs) and _fits_narrow(ts)
-    cols = [np.full((n, 1), 0, np.uint8), _be(parts, ">u2", 2)]
-    if narrow:
-        tag |= V2_NARROW
-        cols += [_be(offs, ">u8", 6), _be(ts, ">u8", 6)]
-    else:
-        cols += [_be(offs, ">i8", 8), _be(ts, ">i8", 8)]
-    if any(x is not None for x in measures):
+    offs = np.fromiter(offsets, np.int64, n)
+    ts = np.fromiter(times, np.int64, n)
+    tag = V2_TAG | V2_NARROW if compact and _fits_narrow(offs) and _fits_narrow(ts) else V2_TAG
+    x: np.ndarray | None = None
+    if measures[0] is not None or measures.count(None) < n:
         tag |= V2_MEASURE
-        x = np.array([math.nan if x is None else x for x in measures], dtype=np.float64)
+        x = np.array(measures, dtype=np.float64)  # None -> NaN
         with np.errstate(over="ignore"):
             single = x.astype(np.float32)
         if compact and bool(np.all((single == x) | np.isnan(x))):
             tag |= V2_SINGLE
-            cols.append(_be(single, ">f4", 4))
-        else:
-            cols.append(_be(x, ">f8", 8))
-    cols[0][:] = tag
-    head = np.hstack(cols)
+            x = single
+    head = np.empty(n, dtype=_head_dtype(tag))
+    head["tag"] = tag
+    head["p"] = parts
+    head["o"] = _be(offs, ">u8", 6) if tag & V2_NARROW else offs
+    head["t"] = _be(ts, ">u8", 6) if tag & V2_NARROW else ts
+    if x is not None:
+        head["x"] = x
     raw = head.tobytes()
-    w = head.shape[1]
+    w = head.itemsize
     return [raw[i : i + w] + v for i, v in zip(range(0, n * w, w), values, strict=True)]
+
+
+@functools.cache
+def _head_dtype(tag: int) -> np.dtype:
+    """The prefix of ``tag``'s layout as a packed numpy record (6-byte fields as rows of bytes)."""
+    width, xw, _ = v2_layout(tag)  # type: ignore[misc]  # only called with tags the encoder builds
+    field: Any = (np.uint8, (6,)) if width == 6 else ">i8"
+    fields = [("tag", "u1"), ("p", ">u2"), ("o", field), ("t", field)]
+    if xw:
+        fields.append(("x", ">f4" if xw == 4 else ">f8"))
+    return np.dtype(fields)
 
 
 def _fits_narrow(a: np.ndarray) -> bool:
