@@ -98,7 +98,7 @@ class RouterSettings(FrozenModel):
         True,
         description="format 2: write the compact prefix layouts where a batch allows them (6-byte source offset "
         "and event time while both are below 2**48; a 4-byte measure when every measure of the batch is exactly a "
-        "single-precision float), 4-12 bytes less per record. false: only the 19- and 27-byte layouts, which "
+        "single-precision float), 4-8 bytes less per record. false: only the 19- and 27-byte layouts, which "
         "Spark jobs of releases before the compact layouts also read; upgrade those jobs, then turn it on",
     )
     on_data_loss: Literal["fail", "skip"] = Field(
