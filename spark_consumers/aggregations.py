@@ -116,8 +116,9 @@ def parse_routed(raw: DataFrame, item_field: str | None = None) -> DataFrame:
     """Kafka columns (``value`` = a routed record of format 1 or 2) -> one row per routed record.
 
     Each record's format is told by its first byte (:mod:`schemas.records`); format 2 is decoded with built-in
-    functions over its fixed binary prefix (no JSON parsing; the key is the Kafka key, the source topic the
-    combiner topic's name without ``.combiners``), format 1 with ``from_json``.
+    functions over its binary prefix, whose field positions and widths follow from that byte (no JSON parsing;
+    the key is the Kafka key, the source topic the combiner topic's name without ``.combiners``), format 1 with
+    ``from_json``.
 
     ``raw`` may also come decoded already (the skewroute source with ``decode=routed``, which has these output
     columns but ``item``); then only ``item`` is added.
