@@ -58,9 +58,7 @@ __all__ = [
     "MAX_V2_PARTITION",
     "NARROW_LIMIT",
     "ROUTED_VERSION",
-    "V2_HEAD",
     "V2_HEADS",
-    "V2_HEAD_MEASURE",
     "V2_MEASURE",
     "V2_NARROW",
     "V2_SINGLE",
@@ -84,9 +82,6 @@ V2_TAG = 0x02
 V2_MEASURE = 0x10
 V2_NARROW = 0x20
 V2_SINGLE = 0x40
-#: Prefix sizes of the wide layout without and with a measure (a double).
-V2_HEAD = 19
-V2_HEAD_MEASURE = 27
 #: Largest source partition version 2 can carry.
 MAX_V2_PARTITION = 0xFFFF
 #: Source offsets and event times below this fit the narrow layout.

@@ -5,8 +5,6 @@ import pytest
 
 from schemas.control import ControlMessageError, GlobalMessage, SyncMessage, encode_control, parse_control
 from schemas.records import (
-    V2_HEAD,
-    V2_HEAD_MEASURE,
     V2_HEADS,
     V2_MEASURE,
     RoutedRecord,
@@ -76,7 +74,6 @@ def test_format_2_batch_encoder_decodes_back_in_every_layout() -> None:
                                       compact=compact)  # fmt: skip
             assert single == v or v2_layout(single[0]) != v2_layout(tag)  # alone, a record may fit a smaller layout
     assert V2_HEADS == {0x02: 19, 0x12: 27, 0x22: 15, 0x32: 23, 0x52: 23, 0x72: 19}
-    assert (V2_HEADS[0x02], V2_HEADS[0x12]) == (V2_HEAD, V2_HEAD_MEASURE)
 
 
 def test_format_2_refuses_partitions_it_cannot_carry() -> None:
