@@ -177,8 +177,8 @@ def encode_routed_v2_batch(
     head = np.empty(n, dtype=_head_dtype(tag))
     head["tag"] = tag
     head["p"] = parts
-    head["o"] = _be(offs, ">u8", 6) if tag & V2_NARROW else offs
-    head["t"] = _be(ts, ">u8", 6) if tag & V2_NARROW else ts
+    head["o"] = _six_bytes(offs) if tag & V2_NARROW else offs
+    head["t"] = _six_bytes(ts) if tag & V2_NARROW else ts
     if x is not None:
         head["x"] = x
     raw = head.tobytes()
@@ -201,10 +201,9 @@ def _fits_narrow(a: np.ndarray) -> bool:
     return int(a.min()) >= 0 and int(a.max()) < NARROW_LIMIT
 
 
-def _be(a: np.ndarray, dtype: str, width: int) -> np.ndarray:
-    """``a`` as big-endian ``dtype``, one row of bytes per value, keeping its last ``width`` bytes."""
-    raw = np.ascontiguousarray(a.astype(dtype)).view(np.uint8).reshape(len(a), -1)
-    return raw[:, raw.shape[1] - width :]
+def _six_bytes(a: np.ndarray) -> np.ndarray:
+    """The low 6 bytes of each value of ``a`` (in [0, 2**48)), big-endian: one row of bytes per value."""
+    return a.astype(">u8").view(np.uint8).reshape(len(a), 8)[:, 2:]
 
 
 def routed_version(value: bytes | None) -> int | None:
