@@ -129,14 +129,14 @@ def _decode_v2(
     buf = np.frombuffer(joined, np.uint8)
     starts = np.cumsum(lens) - lens
     tags = buf[starts]
-    src_p, src_o, t_ms = (np.empty(n, dtype=np.int64) for _ in range(3))
+    src_p = _field(buf, starts, 1, ">u2").astype(np.int64)  # at the same place in every layout
+    src_o, t_ms = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     x = np.full(n, np.nan)
     layouts = np.unique(tags).tolist()  # one per router batch (module docstring of schemas.records): a handful
     for tag in layouts:
         rows: slice | np.ndarray = slice(None) if len(layouts) == 1 else np.flatnonzero(tags == tag)
         s = starts[rows]
         width, xw, _ = v2_layout(tag)  # type: ignore[misc]  # _v2_rows checked every tag
-        src_p[rows] = _field(buf, s, 1, ">u2")
         src_o[rows] = _field(buf, s, 3, ">i8", width)
         t_ms[rows] = _field(buf, s, 3 + width, ">i8", width)
         if xw:

@@ -137,14 +137,16 @@ def parse_routed(raw: DataFrame, item_field: str | None = None) -> DataFrame:
         )  # fmt: skip
     value = F.col("value")
     tag = F.hex(F.substring(value, 1, 1))
-    head = _by_tag(tag, {t: lay[2] for t, lay in _LAYOUTS.items()})  # null: not format 2 (schemas.records)
+    width = _by_tag(tag, {t: lay[0] for t, lay in _LAYOUTS.items()})  # null: not format 2 (schemas.records)
+    xw = _by_tag(tag, {t: lay[1] for t, lay in _LAYOUTS.items()})
+    head = 3 + 2 * width + xw
     v2 = head.isNotNull() & (F.length(value) >= head)  # told apart per record
     parsed = raw.select(
         F.col("partition").cast("int").alias("combiner"),
         v2.alias("v2"),
         head.alias("head"),
-        _by_tag(tag, {t: lay[0] for t, lay in _LAYOUTS.items()}).alias("width"),
-        _by_tag(tag, {t: lay[1] for t, lay in _LAYOUTS.items()}).alias("xw"),
+        width.alias("width"),
+        xw.alias("xw"),
         value,
         F.col("key").cast("string").alias("k2"),
         F.regexp_replace(F.col("topic"), r"\.combiners$", "").alias("tp2"),
@@ -170,7 +172,7 @@ def parse_routed(raw: DataFrame, item_field: str | None = None) -> DataFrame:
     )
 
 
-#: Format 2's layouts by tag in hex: (offset and time width, measure width, prefix size).
+#: Format 2's layouts by tag in hex: (offset and time width, measure width, prefix size) of :func:`v2_layout`.
 _LAYOUTS = {f"{t:02X}": v2_layout(t) or (0, 0, 0) for t in V2_HEADS}
 
 
