@@ -1,11 +1,11 @@
 """Decode routed records into typed Arrow columns inside the Spark data source (``decode=routed``).
 
-Both wire formats of :mod:`schemas.records`, told apart per record by the first byte, may share one batch
-(a topic written during a rolling upgrade). Format 2 is decoded with numpy: the values are joined once; for each
-prefix layout present (one per router batch), each field of the prefix is gathered for all records of that
-layout at once and viewed as big-endian integers or floats. The key comes from the Kafka key, the combiner
-from the partition read, the source topic from the topic's name. No Python runs per record beyond collecting
-the values and keys from the consumed messages.
+Both wire formats of :mod:`schemas.records`, told apart per record by the first byte, may share one batch (a topic
+written during a rolling upgrade). Format 2 is decoded with numpy: the values are joined once; for each prefix
+layout present (one per router batch), each field of the prefix is gathered for all records of that layout at once
+and viewed as big-endian integers or floats (a decimal measure is divided by its power of ten). The key comes from
+the Kafka key, the combiner from the partition read, the source topic from the topic's name. No Python runs per
+record beyond collecting the values and keys from the consumed messages.
 
 Format 1 (JSON): Spark's ``from_json`` creates a Jackson parser per record (an ``InputStreamReader`` and fresh
 buffers each time), the bulk of the scan tasks' JVM time (BENCHMARKS.md). Here a whole consumed batch is
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from schemas.records import V2_HEADS, source_topic, v2_layout
+from schemas.records import DECIMAL_NONE, POW10, V2_HEADS, source_topic, v2_layout
 
 __all__ = ["ROUTED_ARROW_SCHEMA", "decode_routed"]
 
@@ -139,7 +139,10 @@ def _decode_v2(
         width, xw, _ = v2_layout(tag)  # type: ignore[misc]  # _v2_rows checked every tag
         src_o[rows] = _field(buf, s, 3, ">i8", width)
         t_ms[rows] = _field(buf, s, 3 + width, ">i8", width)
-        if xw:
+        if xw == 5:  # decimal: m / 10**d, both divided as doubles (one correctly rounded division, as the encoder)
+            m = _field(buf, s, 3 + 2 * width, ">i4")
+            x[rows] = np.where(m == DECIMAL_NONE, np.nan, m / POW10[buf[s + 7 + 2 * width]])
+        elif xw:
             x[rows] = _field(buf, s, 3 + 2 * width, ">f4" if xw == 4 else ">f8")
     measure = pa.array(x, pa.float64(), mask=np.isnan(x))
     if keys is None:

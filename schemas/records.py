@@ -11,20 +11,26 @@ tag, says its layout; a reader takes every record's layout from its own tag::
     0x10     a measure follows the event time (NaN in it means "no measure"; extracted measures are finite)
     0x20     narrow: source offset and event time take 6 bytes each (unsigned), not 8 (signed)
     0x40     the measure is a 4-byte IEEE-754 single, not an 8-byte double (only with 0x10)
+    0x80     the measure is decimal, 5 bytes: a signed 4-byte integer m and a byte d, the measure being
+             m / 10**d (only with 0x10, not with 0x40; m = -2**31 means "no measure")
 
     field           wide (no 0x20)   narrow (0x20)
     tag             0, 1 byte        0, 1 byte
     source part.    1, 2 bytes       1, 2 bytes (unsigned; a raw topic of more than 65,536 partitions needs format 1)
     source offset   3, 8 bytes       3, 6 bytes
     event time      11, 8 bytes      9, 6 bytes (epoch ms)
-    measure         19, 8 or 4       15, 8 or 4 (only with 0x10)
+    measure         19, 8, 5 or 4    15, 8, 5 or 4 (only with 0x10)
     raw value       after the prefix, byte for byte
 
-So the prefix is 15 bytes narrow without a measure, 19 with a single, 23 with a double (wide: 19, 23, 27), and a
-routed record costs the raw value + the prefix + the key (when the raw record did not already carry it as its
-Kafka key). A router picks the layout per batch: narrow when every source offset and event time of the batch is
-in [0, 2**48) (2**48 ms is the year 10889), a single when every measure of the batch is one exactly (small
-integers, halves, ...), the measure layout when any record of the batch has a measure. With
+So the prefix is 15 bytes narrow without a measure, 19 with a single, 20 with a decimal, 23 with a double (wide:
+19, 23, 24, 27), and a routed record costs the raw value + the prefix + the key (when the raw record did not
+already carry it as its Kafka key). A router picks the layout per batch: narrow when every source offset and event
+time of the batch is in [0, 2**48) (2**48 ms is the year 10889); for the measure, the smallest of single, decimal
+and double that gives every measure of the batch back bit for bit: a single for small integers, halves, ...; a
+decimal for values with at most 9 decimal places and up to 2**31 - 1 units of the last place (prices such as
+12.34: m = 1234, d = 2, and 1234 / 100 is the double nearest 12.34, as a JSON parser reads it). Readers divide
+the integer, as a double, by 10**d (an exact double for d <= 22), one correctly rounded IEEE division in numpy,
+Python and Spark SQL alike. The measure layout is used when any record of the batch has a measure. With
 ``router.routed_compact=false`` it writes only the wide layouts with doubles (tags 0x02 and 0x12), which readers
 of earlier releases read too. Big-endian ("network order") because Spark SQL reads it with built-in functions
 (``conv(hex(substring(value, 4, 8)), 16, 10)``); numpy reads it with ``>i8`` views. The source topic is not on
@@ -55,10 +61,13 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "DECIMAL_NONE",
     "MAX_V2_PARTITION",
     "NARROW_LIMIT",
+    "POW10",
     "ROUTED_VERSION",
     "V2_HEADS",
+    "V2_DECIMAL",
     "V2_MEASURE",
     "V2_NARROW",
     "V2_SINGLE",
@@ -82,6 +91,12 @@ V2_TAG = 0x02
 V2_MEASURE = 0x10
 V2_NARROW = 0x20
 V2_SINGLE = 0x40
+V2_DECIMAL = 0x80
+#: The decimal layout's integer for "no measure" (NaN in the float layouts).
+DECIMAL_NONE = -(2**31)
+#: 10**d as exact doubles for the decimal layout's scales d (the encoder writes d <= 9; readers take any byte).
+POW10 = np.array([float(10**d) for d in range(256)])
+_MAX_SCALE = 9
 #: Largest source partition version 2 can carry.
 MAX_V2_PARTITION = 0xFFFF
 #: Source offsets and event times below this fit the narrow layout.
@@ -91,10 +106,11 @@ COMBINER_SUFFIX = ".combiners"
 
 def v2_layout(tag: int) -> tuple[int, int, int] | None:
     """``(offset and time width, measure width, prefix size)`` of a version-2 tag; ``None`` for any other byte."""
-    if tag & 0x8F != V2_TAG or (tag & V2_SINGLE and not tag & V2_MEASURE):
+    kind = tag & (V2_SINGLE | V2_DECIMAL)
+    if tag & 0x0F != V2_TAG or kind == V2_SINGLE | V2_DECIMAL or (kind and not tag & V2_MEASURE):
         return None
     width = 6 if tag & V2_NARROW else 8
-    measure = 0 if not tag & V2_MEASURE else 4 if tag & V2_SINGLE else 8
+    measure = 0 if not tag & V2_MEASURE else 4 if kind == V2_SINGLE else 5 if kind == V2_DECIMAL else 8
     return width, measure, 3 + 2 * width + measure
 
 
@@ -153,7 +169,8 @@ def encode_routed_v2_batch(
     """Version-2 values of a batch: the prefixes built at once by numpy, then one concatenation per record.
 
     One layout for the whole batch (module docstring): with a measure if any record has one (NaN where a record
-    has none); with ``compact``, narrow and with a single where every record of the batch allows it.
+    has none); with ``compact``, narrow, and a single or a decimal measure, where every record of the batch
+    allows it.
     Raises :class:`ValueError` for a source partition above :data:`MAX_V2_PARTITION` (use format 1).
     """
     n = len(values)
@@ -166,6 +183,7 @@ def encode_routed_v2_batch(
     ts = np.fromiter(times, np.int64, n)
     tag = V2_TAG | V2_NARROW if compact and _fits_narrow(offs) and _fits_narrow(ts) else V2_TAG
     x: np.ndarray | None = None
+    scale = 0
     if measures[0] is not None or measures.count(None) < n:
         tag |= V2_MEASURE
         x = np.array(measures, dtype=np.float64)  # None -> NaN
@@ -174,6 +192,9 @@ def encode_routed_v2_batch(
         if compact and bool(np.all((single == x) | np.isnan(x))):
             tag |= V2_SINGLE
             x = single
+        elif compact and (dec := _decimal(x)) is not None:
+            tag |= V2_DECIMAL
+            x, scale = dec
     head = np.empty(n, dtype=_head_dtype(tag))
     head["tag"] = tag
     head["p"] = parts
@@ -181,6 +202,8 @@ def encode_routed_v2_batch(
     head["t"] = _six_bytes(ts) if tag & V2_NARROW else ts
     if x is not None:
         head["x"] = x
+    if tag & V2_DECIMAL:
+        head["d"] = scale
     raw = head.tobytes()
     w = head.itemsize
     return [raw[i : i + w] + v for i, v in zip(range(0, n * w, w), values, strict=True)]
@@ -192,9 +215,42 @@ def _head_dtype(tag: int) -> np.dtype:
     width, xw, _ = v2_layout(tag)  # type: ignore[misc]  # only called with tags the encoder builds
     field: Any = (np.uint8, (6,)) if width == 6 else ">i8"
     fields = [("tag", "u1"), ("p", ">u2"), ("o", field), ("t", field)]
-    if xw:
+    if xw == 5:
+        fields += [("x", ">i4"), ("d", "u1")]
+    elif xw:
         fields.append(("x", ">f4" if xw == 4 else ">f8"))
     return np.dtype(fields)
+
+
+def _decimal(x: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """``(m, d)`` of the decimal layout for the measures ``x`` (NaN: none), or ``None`` when no scale fits them all.
+
+    The least scale ``d`` <= 9 with ``m / 10**d`` bit for bit every measure (so -0.0 and infinities never fit)
+    and every ``m`` a 4-byte integer other than :data:`DECIMAL_NONE`. The scale is found on the first measures,
+    then checked on all (and raised while it fails): two passes over the batch when its measures are alike.
+    """
+    has = ~np.isnan(x)
+    vals = x if bool(has.all()) else x[has]
+    first = _least_scale(vals[:64], 0)
+    d = first if first is None else _least_scale(vals, first)
+    if d is None:
+        return None
+    with np.errstate(invalid="ignore"):
+        m = np.rint(x * POW10[d])
+    m[~has] = DECIMAL_NONE
+    return m.astype(np.int32), d
+
+
+def _least_scale(vals: np.ndarray, start: int) -> int | None:
+    for d in range(start, _MAX_SCALE + 1):
+        with np.errstate(over="ignore", invalid="ignore"):
+            m = np.rint(vals * POW10[d])
+        if not bool(np.all(np.abs(m) < 2**31)):  # false for NaN and infinities too; -2**31 stays "no measure"
+            return None  # a larger scale only makes them larger
+        ints = m.astype(np.int32)
+        if np.array_equal((ints / POW10[d]).view(np.int64), vals.view(np.int64)):
+            return d
+    return None
 
 
 def _fits_narrow(a: np.ndarray) -> bool:
@@ -247,7 +303,10 @@ def decode_routed_record(
     o = int.from_bytes(value[3 : 3 + width], "big", signed=width == 8)
     t = int.from_bytes(value[3 + width : 3 + 2 * width], "big", signed=width == 8)
     measure: float | None = None
-    if xw:
+    if xw == 5:
+        m = int.from_bytes(value[3 + 2 * width : 7 + 2 * width], "big", signed=True)
+        measure = None if m == DECIMAL_NONE else m / float(POW10[value[7 + 2 * width]])
+    elif xw:
         (x,) = struct.unpack_from(">f" if xw == 4 else ">d", value, 3 + 2 * width)
         measure = None if math.isnan(x) else float(x)
     raw = value[head:]

@@ -154,7 +154,12 @@ def parse_routed(raw: DataFrame, item_field: str | None = None) -> DataFrame:
     )
     v2, width, xw = F.col("v2"), F.col("width"), F.col("xw")
     at_x = F.lit(4) + 2 * width  # 1-based positions of the prefix's fields: source offset at 4, time at 4 + width
-    measure = F.when(v2 & (xw == 8), _be_double(at_x)).when(v2 & (xw == 4), _be_single(at_x)).otherwise(F.col("r.x"))
+    measure = (
+        F.when(v2 & (xw == 8), _be_double(at_x))
+        .when(v2 & (xw == 4), _be_single(at_x))
+        .when(v2 & (xw == 5), _be_decimal(at_x))
+        .otherwise(F.col("r.x"))
+    )
     if item_field is not None:
         raw_doc = F.when(v2, F.expr("substring(value, head + 1)").cast("string")).otherwise(F.col("r.d"))
         item = F.get_json_object(raw_doc, "$." + item_field)
@@ -223,6 +228,20 @@ def _be_single(at: Column) -> Column:
         F.when(exponent == 255, F.lit(None).cast("double"))
         .when(exponent == 0, sign * mantissa * F.lit(2.0**-149))
         .otherwise(sign * normal)
+    )
+
+
+def _be_decimal(at: Column) -> Column:
+    """The decimal measure at 1-based byte ``at`` of ``value``: a big-endian signed 4-byte ``m``, a byte ``d``.
+
+    ``m / 10**d`` as a double division (``pow`` gives 10**d exactly: Java's ``pow`` of two integers is exact when
+    the result is a double), as every other reader computes it; ``m = -2**31`` (no measure) is null.
+    """
+    bits = F.conv(F.hex(F.substring(F.col("value"), at, F.lit(4))), 16, 10).cast("long")
+    scale = F.conv(F.hex(F.substring(F.col("value"), at + 4, F.lit(1))), 16, 10).cast("int")
+    m = F.when(bits >= 2**31, bits - 2**32).otherwise(bits)
+    return F.when(bits == 2**31, F.lit(None).cast("double")).otherwise(
+        m.cast("double") / F.pow(F.lit(10.0), scale.cast("double"))
     )
 
 

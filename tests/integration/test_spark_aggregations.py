@@ -105,7 +105,10 @@ def test_formats_decode_to_the_same_rows(spark) -> None:
     recs[8] = Rec(recs[8].key, recs[8].t, None)
     recs[10] = Rec(recs[10].key, recs[10].t, 2.0**-140)  # a subnormal single: the 4-byte measure layout
     recs[11] = Rec(recs[11].key, recs[11].t, -(2.0**100))
-    recs[13] = Rec(recs[13].key, recs[13].t, 0.1)  # not a single: the 8-byte measure layout
+    recs[13] = Rec(recs[13].key, recs[13].t, 0.1)  # not a single: the decimal layout (1 / 10)
+    recs[14] = Rec(recs[14].key, recs[14].t, 0.1 + 0.2)  # 0.30000000000000004: the 8-byte measure layout
+    recs[15] = Rec(recs[15].key, recs[15].t, -21_474_836.47)  # decimal, the largest integer of 2 places
+    recs[16] = Rec(recs[16].key, recs[16].t, 1e-9)  # decimal, the largest scale
     for item in (None, "item"):
         want = parse_routed(_kafka_df(spark, recs), item_field=item).orderBy("src_offset").collect()
         for fmt in ("v2", "mixed"):
@@ -118,14 +121,16 @@ def test_sql_and_numpy_decoders_agree_on_every_format_2_layout(spark) -> None:
     from connectors.routed_decode import decode_routed
 
     rows, tags = [], set()
-    cases = [(False, 0, None), (False, 0, 0.1), (True, 0, None), (True, 0, 0.1), (True, 0, -7.0), (True, 2**50, 7.5)]
+    cases = [(False, 0, None), (False, 0, 0.1), (True, 0, None), (True, 0, 0.1 + 0.2), (True, 0, -7.0),
+             (True, 2**50, 7.5), (True, 0, 12.34), (True, 2**50, 0.1)]  # fmt: skip
+    cases += [(True, 0, 2_147_483_647 / 10**d) for d in range(10)]  # every scale, with the largest integer
     for g, (compact, base, x) in enumerate(cases):
         measures = [x, None, None if x is None else -x]
         values = encode_routed_v2_batch([T0 + g] * 3, [g] * 3, [base + i for i in range(3)], measures,
                                         [b'{"item":"i%d"}' % g] * 3, compact=compact)  # fmt: skip
         tags |= {v[0] for v in values}
         rows += [(b"k%d" % g, v, "raw.combiners", 1, len(rows) + i) for i, v in enumerate(values)]
-    assert tags == {0x02, 0x12, 0x22, 0x32, 0x72, 0x52}
+    assert tags == {0x02, 0x12, 0x22, 0x32, 0x72, 0x52, 0xB2, 0x92}
     df = spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long")
     cols = ["key", "measure", "combiner", "src_topic", "src_partition", "src_offset"]
     parsed = parse_routed(df).select(*cols, F.unix_millis("event_time").alias("t"))
@@ -134,7 +139,8 @@ def test_sql_and_numpy_decoders_agree_on_every_format_2_layout(spark) -> None:
     for w in want:
         w["t"] = round(w.pop("event_time").timestamp() * 1000)
     assert got == want
-    assert [r["measure"] for r in got[-3:]] == [7.5, None, -7.5] and got[-1]["src_offset"] == 2**50 + 2
+    assert [r["measure"] for r in got[15:18]] == [7.5, None, -7.5] and got[17]["src_offset"] == 2**50 + 2
+    assert [r["measure"] for r in got[-3:]] == [2.147483647, None, -2.147483647]
 
 
 @pytest.mark.parametrize("fmt", ["v1", "v2", "mixed"])

@@ -94,13 +94,15 @@ def test_format_2_keeps_the_raw_bytes_and_a_custom_topic_name() -> None:
 
 
 def test_every_format_2_layout_in_one_batch_decodes_like_format_1() -> None:
-    """Router batches of each prefix layout (wide or narrow, no measure, a double or a single), rows interleaved."""
+    """Router batches of each prefix layout (wide or narrow; no measure, a double, a single or a decimal), rows
+    interleaved."""
     groups = [  # (compact, offset base, measures): the layout each gives is asserted below
         (False, 0, [None] * 4), (False, 0, [0.1, None, 2.5, -3.0]), (True, 0, [None] * 4),
-        (True, 0, [0.1, None, 2.5, -3.0]), (True, 0, [7.0, None, -0.5, 2.0**-20]), (True, 2**50, [7.0, 1.0, 2.0, 3.0]),
-        (True, 2**48 - 4, [None] * 4),
+        (True, 0, [0.1 + 0.2, None, 2.5, -3.0]), (True, 0, [7.0, None, -0.5, 2.0**-20]),
+        (True, 2**50, [7.0, 1.0, 2.0, 3.0]), (True, 2**48 - 4, [None] * 4), (True, 0, [0.1, None, 12.34, -0.001]),
+        (True, 2**50, [-21_474_836.47, 0.01, None, 3.0]),
     ]  # fmt: skip
-    expect_tags = [0x02, 0x12, 0x22, 0x32, 0x72, 0x52, 0x22]
+    expect_tags = [0x02, 0x12, 0x22, 0x32, 0x72, 0x52, 0x22, 0xB2, 0x92]
     rows: list[tuple[bytes, bytes, bytes]] = []  # (key, format 2, format 1)
     for g, (compact, base, measures) in enumerate(groups):
         offs = [base + i for i in range(4)]
@@ -120,7 +122,10 @@ _row = st.tuples(
     st.integers(0, 2**53 - 1),  # event time, as the router bounds it
     st.integers(0, 65_535),
     st.integers(0, 2**63 - 1),
-    st.none() | st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**24), 2**24).map(float),
+    st.none()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(-(2**24), 2**24).map(float)
+    | st.tuples(st.integers(-(2**31) + 1, 2**31 - 1), st.integers(0, 9)).map(lambda md: md[0] / 10 ** md[1]),
     st.binary(max_size=12),
 )
 

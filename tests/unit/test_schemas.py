@@ -55,11 +55,21 @@ def test_format_2_batch_encoder_decodes_back_in_every_layout() -> None:
         (True, [1, 2**48, 0], [0, 5, 5], [None, None, None], 0x02),
         (True, [1, 2, 3], [0, 2**48, 5], [None, -0.5, 7.0], 0x52),
         (True, [1, 2, 3], [0, 1, 5], [None, -0.5, 7.0], 0x72),
-        (True, [1, 2, 3], [0, 1, 5], [None, -0.5, 0.1], 0x32),
+        (True, [1, 2, 3], [0, 1, 5], [None, -0.5, 0.1], 0xB2),
+        (True, [1, 2, 3], [0, 2**48, 5], [None, -0.5, 0.1], 0x92),
+        (True, [1, 2, 3], [0, 1, 5], [None, 12.34, -21_474_836.47], 0xB2),
+        (True, [1, 2, 3], [0, 1, 5], [None, 1e-9, -0.000_000_001], 0xB2),
+        (True, [1, 2, 3], [0, 1, 5], [None, 2.0**31 - 1, -(2.0**31) + 1], 0xB2),
+        (True, [1, 2, 3], [0, 1, 5], [None, 16_777_217.0, 0.0], 0xB2),
         (True, [1, 2, 3], [0, 1, 5], [None, -0.5, 1e300], 0x32),
         (True, [1, 2, 3], [0, 1, 5], [None, -0.5, 5e-324], 0x32),
-        (True, [1, 2, 3], [0, 1, 5], [None, 16_777_217.0, 0.0], 0x32),
+        (True, [1, 2, 3], [0, 1, 5], [None, -0.5, 0.1 + 0.2], 0x32),
+        (True, [1, 2, 3], [0, 1, 5], [None, 2.0**31, 0.1], 0x32),
+        (True, [1, 2, 3], [0, 1, 5], [None, -(2.0**31), 0.1], 0x32),
+        (True, [1, 2, 3], [0, 1, 5], [None, 1e-10, 0.1], 0x32),
+        (True, [1, 2, 3], [0, 1, 5], [None, -0.0, 0.1], 0x32),
         (True, [1, 2, 3], [0, 1, 5], [None, 16_777_216.0, -0.0], 0x72),
+        (False, [1, 2, 3], [0, 1, 5], [None, -0.5, 0.1], 0x12),
     ]
     for compact, times, offs, measures, tag in cases:
         batch = encode_routed_v2_batch(times, parts, offs, measures, raws, compact=compact)
@@ -73,7 +83,19 @@ def test_format_2_batch_encoder_decodes_back_in_every_layout() -> None:
             single = encode_routed_v2(t, p, o, x if x is not None or tag & V2_MEASURE == 0 else math.nan, raw,
                                       compact=compact)  # fmt: skip
             assert single == v or v2_layout(single[0]) != v2_layout(tag)  # alone, a record may fit a smaller layout
-    assert V2_HEADS == {0x02: 19, 0x12: 27, 0x22: 15, 0x32: 23, 0x52: 23, 0x72: 19}
+    assert V2_HEADS == {0x02: 19, 0x12: 27, 0x22: 15, 0x32: 23, 0x52: 23, 0x72: 19, 0x92: 24, 0xB2: 20}
+
+
+def test_the_decimal_layout_takes_the_least_scale_the_whole_batch_needs() -> None:
+    """Prices of 2 decimals need d = 2 even where some are whole; a measure of more places raises d for all."""
+    for measures, scale in (([12.0, 3.5, 0.25], None), ([12.0, 0.05, 3.0], 2), ([1.0] * 70 + [0.001], 3)):
+        batch = encode_routed_v2_batch([1] * len(measures), [0] * len(measures), [0] * len(measures), measures,
+                                       [b"{}"] * len(measures))  # fmt: skip
+        if scale is None:  # halves and quarters: a single
+            assert batch[0][0] == 0x72
+            continue
+        assert {v[0] for v in batch} == {0xB2} and {v[19] for v in batch} == {scale}
+        assert [decode_routed_record(v, None, "t", 0)["x"] for v in batch] == measures  # type: ignore[index]
 
 
 def test_format_2_refuses_partitions_it_cannot_carry() -> None:
@@ -85,7 +107,9 @@ def test_versions_are_told_apart_by_the_first_byte() -> None:
     v1 = encode_routed("k", 1, 0, "t", 0, 0, None, b"null")
     assert routed_version(v1) == 1 and decode_routed_record(v1, b"k", "x", 0) == orjson.loads(v1)
     assert [routed_version(v) for v in (b"", None, b"\x02short", b"[1]")] == [None, None, None, None]
-    assert [routed_version(bytes([t]) + bytes(30)) for t in (0x42, 0x62, 0x82, 0x03, 0x72)] == [None] * 4 + [2]
+    refused = (0x42, 0x62, 0x82, 0xA2, 0xD2, 0xF2, 0x03, 0x92 | 0x01)
+    assert [routed_version(bytes([t]) + bytes(30)) for t in refused] == [None] * len(refused)
+    assert [routed_version(bytes([t]) + bytes(30)) for t in (0x72, 0x92, 0xB2)] == [2, 2, 2]
     assert source_topic("raw.combiners") == "raw" and source_topic("out") == "out"
 
 
