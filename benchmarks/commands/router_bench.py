@@ -27,7 +27,8 @@ def router_bench(
         "--workloads",
         help="comma-separated: zipf1.5, uniform, their keyed variants zipf1.5-keyed, uniform-keyed (Kafka keys, "
         "routes with key.source kafka_key) and field variants zipf1.5-fields, uniform-fields (values with an event "
-        "time t and a measure v, routes reading both, as the demo's)",
+        "time t and a measure v, routes reading both, as the demo's), zipf1.5-prices (the same with measures of "
+        "two decimal places)",
     ),
     timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="longest run of one worker process (s)"),
     producer_conf: str = typer.Option("{}", "--producer-conf", help="extra librdkafka producer properties (JSON)"),
