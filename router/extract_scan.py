@@ -27,258 +27,24 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from router.json_grammar import (
+    MAX_DEPTH,
+    MAX_DIGITS,
+    is_name,
+    read_number,
+    scalar_end,
+    skip_ws,
+    string_end,
+    value_end,
+)
 from router.partitioners.accel import compile_loop
 
 __all__ = ["MAX_DEPTH", "MAX_DIGITS", "READ", "scan_records"]
 
-#: Deeper values are in doubt (orjson's own limit is 1,024 levels).
-MAX_DEPTH = 512
-#: Numbers with more digits are in doubt (a long integer parses as a double in orjson, and may overflow it).
-MAX_DIGITS = 300
 #: A record's status after the scan: its fields were read (any other status: in doubt).
 READ = 1
 
 _POW10 = np.array([10.0**i for i in range(23)], dtype=np.float64)  # exact doubles
-
-
-def _ws(buf: npt.NDArray[np.uint8], i: int, hi: int) -> int:
-    """The index of the first byte at or after ``i`` that is not JSON whitespace."""
-    while i < hi:
-        c = buf[i]
-        if c != 32 and c != 10 and c != 13 and c != 9:
-            break
-        i += 1
-    return i
-
-
-def _string(buf: npt.NDArray[np.uint8], i: int, hi: int) -> tuple[int, bool]:
-    """The index after the string opening at ``i`` and whether it holds escapes; -1 when invalid or in doubt."""
-    i += 1
-    esc = False
-    while i < hi:
-        c = buf[i]
-        if c == 34:  # "
-            return i + 1, esc
-        if c == 92:  # backslash
-            if i + 1 >= hi:
-                return -1, esc
-            d = buf[i + 1]
-            # " \ / b f n r t; \u is left to orjson (surrogates)
-            if d == 34 or d == 92 or d == 47 or d == 98 or d == 102 or d == 110 or d == 114 or d == 116:
-                esc = True
-                i += 2
-                continue
-            return -1, esc
-        if c < 32:
-            return -1, esc
-        i += 1
-    return -1, esc
-
-
-def _number(buf: npt.NDArray[np.uint8], i: int, hi: int) -> tuple[int, int, int, int, int]:
-    """A number opening at ``i``: (end, kind, mantissa, power of ten, significant digits); end -1 when in doubt.
-
-    ``kind`` is 1 for an integer, 2 for a number with a fraction or exponent. Its value is
-    ``± mantissa * 10**power``, exactly when it has at most 18 significant digits; the sign is the byte at ``i``.
-    """
-    neg = buf[i] == 45
-    if neg:
-        i += 1
-    if i >= hi:
-        return -1, 0, 0, 0, 0
-    c = buf[i]
-    mant = 0
-    sig = 0
-    digits = 0
-    if c == 48:  # a leading 0 stands alone
-        i += 1
-        digits = 1
-    elif 49 <= c <= 57:
-        while i < hi and 48 <= buf[i] <= 57:
-            if sig < 18:
-                mant = mant * 10 + (buf[i] - 48)
-            sig += 1
-            digits += 1
-            i += 1
-    else:
-        return -1, 0, 0, 0, 0
-    kind = 1
-    power = 0 if sig <= 18 else sig - 18
-    if i < hi and buf[i] == 46:  # .
-        kind = 2
-        i += 1
-        start = i
-        while i < hi and 48 <= buf[i] <= 57:
-            d = buf[i] - 48
-            if sig > 0 or d != 0:
-                if sig < 18:
-                    mant = mant * 10 + d
-                    power -= 1
-                sig += 1
-            else:
-                power -= 1  # a leading zero of the fraction
-            digits += 1
-            i += 1
-        if i == start:
-            return -1, 0, 0, 0, 0
-    if i < hi and (buf[i] == 101 or buf[i] == 69):  # e E
-        kind = 2
-        i += 1
-        eneg = False
-        if i < hi and (buf[i] == 43 or buf[i] == 45):
-            eneg = buf[i] == 45
-            i += 1
-        start = i
-        e = 0
-        while i < hi and 48 <= buf[i] <= 57:
-            e = e * 10 + (buf[i] - 48)
-            i += 1
-        if i == start or i - start > 2:
-            return -1, 0, 0, 0, 0
-        power += -e if eneg else e
-    if digits > MAX_DIGITS:
-        return -1, 0, 0, 0, 0
-    return i, kind, mant, power, sig
-
-
-def _number_end(buf: npt.NDArray[np.uint8], i: int, hi: int) -> int:
-    """The index after a number opening at ``i`` whose value is not read; -1 when invalid or in doubt.
-
-    :func:`_number`'s grammar without its value: most skipped values are numbers, and the value's bookkeeping
-    made skipping them cost a third more.
-    """
-    start = i
-    if buf[i] == 45:
-        i += 1
-    if i >= hi:
-        return -1
-    if buf[i] == 48:
-        i += 1
-    elif 49 <= buf[i] <= 57:
-        while i < hi and 48 <= buf[i] <= 57:
-            i += 1
-    else:
-        return -1
-    if i < hi and buf[i] == 46:
-        i += 1
-        frac = i
-        while i < hi and 48 <= buf[i] <= 57:
-            i += 1
-        if i == frac:
-            return -1
-    if i < hi and (buf[i] == 101 or buf[i] == 69):
-        i += 1
-        if i < hi and (buf[i] == 43 or buf[i] == 45):
-            i += 1
-        exp = i
-        while i < hi and 48 <= buf[i] <= 57:
-            i += 1
-        if i == exp or i - exp > 2:
-            return -1
-    if i - start > MAX_DIGITS:
-        return -1
-    return i
-
-
-def _scalar_end(buf: npt.NDArray[np.uint8], i: int, hi: int) -> int:
-    """The index after a string, number or literal opening at ``i``; -1 when invalid or in doubt."""
-    c = buf[i]
-    if c == 34:
-        end, _ = _string(buf, i, hi)
-        return end
-    if c == 45 or 48 <= c <= 57:
-        return _number_end(buf, i, hi)
-    if c == 116 and i + 4 <= hi and buf[i + 1] == 114 and buf[i + 2] == 117 and buf[i + 3] == 101:  # true
-        return i + 4
-    if c == 110 and i + 4 <= hi and buf[i + 1] == 117 and buf[i + 2] == 108 and buf[i + 3] == 108:  # null
-        return i + 4
-    if (
-        c == 102 and i + 5 <= hi and buf[i + 1] == 97 and buf[i + 2] == 108 and buf[i + 3] == 115
-        and buf[i + 4] == 101
-    ):  # false  # fmt: skip
-        return i + 5
-    return -1
-
-
-def _value_end(buf: npt.NDArray[np.uint8], i: int, hi: int, stack: npt.NDArray[np.uint8]) -> int:
-    """The index after the JSON value opening at ``i`` (nested values checked); -1 when invalid or in doubt.
-
-    ``stack`` holds the open containers (1: object, 2: array).
-    """
-    depth = 0
-    while True:  # a value is expected at i
-        i = _ws(buf, i, hi)
-        if i >= hi:
-            return -1
-        c = buf[i]
-        opened = False
-        if c == 123 or c == 91:  # { [
-            if depth == MAX_DEPTH:
-                return -1
-            stack[depth] = 1 if c == 123 else 2
-            depth += 1
-            i = _ws(buf, i + 1, hi)
-            if i >= hi:
-                return -1
-            if buf[i] == (125 if c == 123 else 93):  # empty container
-                depth -= 1
-                i += 1
-            else:
-                opened = True
-        else:
-            i = _scalar_end(buf, i, hi)
-            if i < 0:
-                return -1
-        if opened:
-            if c == 123:  # a member name and its colon, then the value
-                i = _member_name(buf, i, hi)
-                if i < 0:
-                    return -1
-            continue
-        while True:  # after a value: close containers, or go on to the next element
-            if depth == 0:
-                return i
-            i = _ws(buf, i, hi)
-            if i >= hi:
-                return -1
-            c = buf[i]
-            top = stack[depth - 1]
-            if c == 44:  # ,
-                i = _ws(buf, i + 1, hi)
-                if top == 1:
-                    i = _member_name(buf, i, hi)
-                    if i < 0:
-                        return -1
-                break
-            if (c == 125 and top == 1) or (c == 93 and top == 2):
-                depth -= 1
-                i += 1
-                continue
-            return -1
-
-
-def _member_name(buf: npt.NDArray[np.uint8], i: int, hi: int) -> int:
-    """The index after a member name at ``i`` and its colon; -1 when invalid."""
-    if i >= hi or buf[i] != 34:
-        return -1
-    i, _ = _string(buf, i, hi)
-    if i < 0:
-        return -1
-    i = _ws(buf, i, hi)
-    if i >= hi or buf[i] != 58:  # :
-        return -1
-    return i + 1
-
-
-def _is_name(buf: npt.NDArray[np.uint8], a: int, b: int, name: npt.NDArray[np.uint8]) -> bool:
-    """Whether ``buf[a:b]`` is ``name`` (an empty ``name`` matches nothing)."""
-    n = name.shape[0]
-    if n == 0 or b - a != n:
-        return False
-    for j in range(n):  # noqa: SIM110 - a loop numba compiles
-        if buf[a + j] != name[j]:
-            return False
-    return True
 
 
 def _scan_one(
@@ -297,10 +63,10 @@ def _scan_one(
     t = -1
     x = 0.0
     null = True
-    i = _ws(buf, lo, hi)
+    i = skip_ws(buf, lo, hi)
     if i >= hi or buf[i] != 123:
         return doubt
-    i = _ws(buf, i + 1, hi)
+    i = skip_ws(buf, i + 1, hi)
     if i < hi and buf[i] == 125:
         i += 1
     else:
@@ -308,42 +74,42 @@ def _scan_one(
             if i >= hi or buf[i] != 34:
                 return doubt
             a = i + 1
-            i, esc = _string(buf, i, hi)
+            i, esc = string_end(buf, i, hi)
             if i < 0 or esc:
                 return doubt
             b = i - 1
-            i = _ws(buf, i, hi)
+            i = skip_ws(buf, i, hi)
             if i >= hi or buf[i] != 58:
                 return doubt
-            i = _ws(buf, i + 1, hi)
+            i = skip_ws(buf, i + 1, hi)
             if i >= hi:
                 return doubt
             c = buf[i]
-            if _is_name(buf, a, b, key_name):
+            if is_name(buf, a, b, key_name):
                 if c == 34:
-                    end, esc = _string(buf, i, hi)
+                    end, esc = string_end(buf, i, hi)
                     if end < 0 or esc:
                         return doubt
                     ka, kb = i + 1, end - 1
                 elif c == 45 or 48 <= c <= 57:
-                    end, kind, _, _, sig = _number(buf, i, hi)
+                    end, kind, _, _, sig = read_number(buf, i, hi)
                     if end < 0 or kind != 1 or sig > 18 or (end - i == 2 and c == 45 and buf[i + 1] == 48):
                         return doubt  # not an integer, too long, or -0 (which orjson reads as 0)
                     ka, kb = i, end
                 else:
                     return doubt
                 i = end
-            elif _is_name(buf, a, b, time_name):
+            elif is_name(buf, a, b, time_name):
                 if not 48 <= c <= 57:
                     return doubt  # negative, or not a number
-                end, kind, mant, _, sig = _number(buf, i, hi)
+                end, kind, mant, _, sig = read_number(buf, i, hi)
                 if end < 0 or kind != 1 or sig > 16:
                     return doubt
                 t = mant
                 i = end
-            elif _is_name(buf, a, b, measure_name):
+            elif is_name(buf, a, b, measure_name):
                 if c == 45 or 48 <= c <= 57:
-                    end, kind, mant, power, sig = _number(buf, i, hi)
+                    end, kind, mant, power, sig = read_number(buf, i, hi)
                     if end < 0 or sig > 15:
                         return doubt
                     if kind == 1:
@@ -359,27 +125,27 @@ def _scan_one(
                     null = False
                     i = end
                 elif c == 110:  # null
-                    i = _scalar_end(buf, i, hi)
+                    i = scalar_end(buf, i, hi)
                     if i < 0:
                         return doubt
                     null = True
                 else:
                     return doubt
             else:
-                i = _value_end(buf, i, hi, stack)
+                i = value_end(buf, i, hi, stack)
                 if i < 0:
                     return doubt
-            i = _ws(buf, i, hi)
+            i = skip_ws(buf, i, hi)
             if i >= hi:
                 return doubt
             if buf[i] == 44:
-                i = _ws(buf, i + 1, hi)
+                i = skip_ws(buf, i + 1, hi)
                 continue
             if buf[i] == 125:
                 i += 1
                 break
             return doubt
-    if _ws(buf, i, hi) != hi:
+    if skip_ws(buf, i, hi) != hi:
         return doubt
     if ka < 0 or kb <= ka or kb - ka > max_key:
         return doubt
@@ -443,13 +209,5 @@ def _scan_records(
     return status, times, measures, nulls, keys, offsets
 
 
-_ws = compile_loop(_ws)
-_string = compile_loop(_string)
-_number = compile_loop(_number)
-_number_end = compile_loop(_number_end)
-_scalar_end = compile_loop(_scalar_end)
-_member_name = compile_loop(_member_name)
-_value_end = compile_loop(_value_end)
-_is_name = compile_loop(_is_name)
 _scan_one = compile_loop(_scan_one)
 scan_records = compile_loop(_scan_records)
