@@ -242,6 +242,7 @@ def _decimal(x: np.ndarray) -> tuple[np.ndarray, int] | None:
 
 
 def _least_scale(vals: np.ndarray, start: int) -> int | None:
+    """The least scale from ``start`` on that gives every value of ``vals`` back (:func:`_decimal`), else ``None``."""
     for d in range(start, _MAX_SCALE + 1):
         with np.errstate(over="ignore", invalid="ignore"):
             m = np.rint(vals * POW10[d])
