@@ -7,9 +7,8 @@ each record's Kafka key, and their routes take the key from there (``key.source:
 workloads (:data:`FIELD_WORKLOADS`) write ``{"key":"k<k>","t":<ms>,"v":<i>}`` and their routes read the event
 time from ``t`` and a measure from ``v``, the shape of the demo's and ``e2e-bench``'s routes; ``zipf1.5-prices``
 is the same with measures of two decimal places (``"v":123.45``, the decimal measure layout of routed format 2).
-The end-to-end
-sections route a topic preloaded with it (:func:`preload`); the hot-path profile routes the same records as
-in-memory Kafka messages (:func:`in_memory_messages`).
+The end-to-end sections route a topic preloaded with it (:func:`preload`); the hot-path profile routes the same
+records as in-memory Kafka messages (:func:`in_memory_messages`).
 """
 
 from __future__ import annotations
