@@ -230,19 +230,18 @@ def _decimal(x: np.ndarray) -> tuple[np.ndarray, int] | None:
     then checked on all (and raised while it fails): two passes over the batch when its measures are alike.
     """
     has = ~np.isnan(x)
-    vals = x if bool(has.all()) else x[has]
+    vals = x if bool(has.all()) else np.where(has, x, 0.0)  # 0 fits every scale; its rows become DECIMAL_NONE
     first = _least_scale(vals[:64], 0)
-    d = first if first is None else _least_scale(vals, first)
-    if d is None:
+    found = None if first is None else _least_scale(vals, first[1])
+    if found is None:
         return None
-    with np.errstate(invalid="ignore"):
-        m = np.rint(x * POW10[d])
+    m, d = found
     m[~has] = DECIMAL_NONE
-    return m.astype(np.int32), d
+    return m, d
 
 
-def _least_scale(vals: np.ndarray, start: int) -> int | None:
-    """The least scale from ``start`` on that gives every value of ``vals`` back (:func:`_decimal`), else ``None``."""
+def _least_scale(vals: np.ndarray, start: int) -> tuple[np.ndarray, int] | None:
+    """``(m, d)`` for the least scale ``d`` from ``start`` on that gives every value of ``vals`` back, else ``None``."""
     for d in range(start, _MAX_SCALE + 1):
         with np.errstate(over="ignore", invalid="ignore"):
             m = np.rint(vals * POW10[d])
@@ -250,7 +249,7 @@ def _least_scale(vals: np.ndarray, start: int) -> int | None:
             return None  # a larger scale only makes them larger
         ints = m.astype(np.int32)
         if np.array_equal((ints / POW10[d]).view(np.int64), vals.view(np.int64)):
-            return d
+            return ints, d
     return None
 
 
