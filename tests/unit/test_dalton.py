@@ -192,10 +192,15 @@ def test_floor_of_a_known_stream() -> None:
     assert floor.tolist() == [pytest.approx((2 + 1 + 1) / 3)]
 
 
+@pytest.mark.parametrize("workload", ["zipf15", "zipf10"])
 @pytest.mark.parametrize("routers", [2, 4])
-def test_synced_routers_do_not_multiply_replication(routers: int) -> None:
-    """P routers, tuples dealt round-robin, synced twice per micro-batch: replication stays near the floor."""
-    keys, w = WORKLOADS["zipf15"](), 20_000
+def test_synced_routers_do_not_multiply_replication(routers: int, workload: str) -> None:
+    """P routers, tuples dealt round-robin, synced twice per micro-batch: replication stays near the floor.
+
+    Zipf 1.0 over 10k keys has no key of a combiner's mean at n = 8: the routers' largest keys fill around the
+    tail they share (``FILL_SHARE``; without them 1.058 with 2 routers, 1.061 with 4, against a floor of 1.000).
+    """
+    keys, w = WORKLOADS[workload](), 20_000
     parts = [make(window=12 * w, slide=w, seed=r) for r in range(routers)]
     times = np.arange(len(keys), dtype=np.int64)
     out = np.empty(len(keys), dtype=np.int64)

@@ -49,17 +49,16 @@ def _quality(keys: np.ndarray, out: np.ndarray, n: int) -> tuple[float, float, f
     return float(series.ratio.mean()), float(series.replication.mean()), float(replication_floor(keys, index, n).mean())
 
 
-@pytest.mark.parametrize(("s", "n", "at_floor"), [(1.5, 8, True), (2.0, 8, True), (1.5, 2, True), (1.0, 8, False)])
-def test_owned_keys_stay_put_across_the_slides_of_a_micro_batch(s: float, n: int, at_floor: bool) -> None:
+@pytest.mark.parametrize(("s", "n"), [(1.5, 8), (2.0, 8), (1.5, 2), (1.0, 8)])
+def test_owned_keys_stay_put_across_the_slides_of_a_micro_batch(s: float, n: int) -> None:
     keys = zipf_keys(TUPLES, s, 10_000, 42)
     ratio_p, rep_p, floor = _quality(keys, _keyed_routers(keys, n, 2, "partitioned"), n)
     ratio_s, rep_s, _ = _quality(keys, _keyed_routers(keys, n, 2, "shared"), n)
     assert ratio_p <= 1.05 and ratio_s <= 1.05
-    assert rep_s > floor + 0.05  # shared: the keys a router spilled move back and forth between slides
-    if at_floor:
-        assert rep_p <= floor + 0.05, (rep_p, floor)
-    else:  # Zipf 1.0 at n = 8: about half of the excess is gone (1.109 against 1.207, floor 1.000)
-        assert rep_p - floor <= 0.6 * (rep_s - floor), (rep_p, rep_s, floor)
+    assert rep_p <= floor + 0.05, (rep_p, floor)
+    assert rep_p < rep_s, (rep_p, rep_s)  # shared: the keys a router spilled move back and forth between slides
+    if n == 8:  # over more than the floor's allowance (at n = 2 the routers' largest keys fill around the tail)
+        assert rep_s > floor + 0.05, (rep_s, floor)
 
 
 def test_auto_follows_the_key_source() -> None:

@@ -27,7 +27,9 @@ divided by ``n``):
    ``level`` and the previous scope's mean;
 2. then split and hot keys, largest first: each fills the combiners that already hold it up to
    ``level * (1 + balance)`` before it reaches a further one (in its probe order). One router places them
-   between its held keys and its new ones, so the new keys fill around them.
+   between its held keys and its new ones, so the new keys fill around them. Cooperating routers whose hot
+   keys carried little of the last statistics window (``FILL_SHARE``) also count its largest keys as hot,
+   so the tail they share has keys to fill around it (:mod:`.placement_sticky`).
 
 So a key is split only when it is larger than the room left, and uniform keys behave like cAM (replication
 about 1). What carries over from one scope to the next: the fitted shares, each key's last whole combiner
@@ -59,7 +61,14 @@ from router.partitioners.base import Partitioner, PartitionerState
 from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward
 from router.partitioners.dalton.placement_bandit import place_segment
-from router.partitioners.dalton.placement_sticky import place_sticky, plan_next_scope, warm
+from router.partitioners.dalton.placement_sticky import (
+    FILL_DIV,
+    FILL_MIN,
+    FILL_SHARE,
+    place_sticky,
+    plan_next_scope,
+    warm,
+)
 from router.partitioners.dalton.segments import segment_bounds, segment_keys
 from router.partitioners.dalton.slots import KeySlots, SlotTable
 from router.partitioners.dalton.stats import FrequencyStats
@@ -273,7 +282,12 @@ class DaltonPartitioner(KeySlots, Partitioner):
             self.flush_sync_counts()
         self.records_since_sync += inv.shape[0]
         rows = self.qtable.rows
-        for i in np.flatnonzero(freq >= self.stats.threshold()).tolist():
+        hot_now = freq >= self.stats.threshold()
+        own = self.stats.own_threshold()
+        self.stats.note_hot(int(counts[freq >= own].sum()))
+        if self.placement == "sticky" and self.cooperative and self.stats.hot_share() < FILL_SHARE:
+            hot_now |= freq >= max(own / FILL_DIV, min(own, FILL_MIN))  # keys to fill around the shared tail
+        for i in np.flatnonzero(hot_now).tolist():
             self.qtable.mark_hot(int(ids[i]), self.stats.index)  # hot now: valid through the next window
         hot = np.zeros(ids.shape[0], dtype=bool)
         if rows:  # hot now, or still in the Q-table (hot in the previous statistics window)

@@ -36,6 +36,14 @@ SKETCH_SEED = 9001
 class FrequencyStats:
     """Per-key frequencies in the current statistics window and the previous window's total load."""
 
+    #: Tuples of the current window counted while their key was at or above the threshold (:meth:`note_hot`),
+    #: and their share of the previous window's tuples (-1: no previous window). Class defaults: a snapshot
+    #: of a release without them restores with none counted.
+    cur_hot = 0
+    prev_hot_share = -1.0
+    #: The previous window's load of this router alone (``prev_load`` becomes every router's with a GLOBAL).
+    prev_own_load = 0
+
     def __init__(self, n: int, mode: StatsMode, capacity: int, *, exact_limit: int = 1 << 16) -> None:
         if mode not in ("exact", "countmin", "hybrid"):
             raise ValueError(f"statistics must be exact, countmin or hybrid, got {mode!r}")
@@ -88,7 +96,9 @@ class FrequencyStats:
         if index <= self.index:
             return False
         adjacent = index == self.index + 1
-        self.prev_load = self.cur_load if adjacent else 0
+        self.prev_hot_share = self.cur_hot / self.cur_load if adjacent and self.cur_load else -1.0
+        self.cur_hot = 0
+        self.prev_load = self.prev_own_load = self.cur_load if adjacent else 0
         self.prev_distinct = self.cur_distinct if adjacent else 0
         self.cur_load = self.cur_distinct = 0
         self._first = None
@@ -128,6 +138,20 @@ class FrequencyStats:
     def threshold(self) -> float:
         """Hot-key threshold ``L / n`` (``L``: previous window's load, or the current one if larger)."""
         return max(self.prev_load, self.cur_load) / self.n
+
+    def own_threshold(self) -> float:
+        """:meth:`threshold` on this router's own load (a GLOBAL's load leaves it alone)."""
+        return max(self.prev_own_load, self.cur_load) / self.n
+
+    def note_hot(self, tuples: int) -> None:
+        """Count ``tuples`` of the current window whose keys were at or above :meth:`own_threshold` when counted."""
+        self.cur_hot += tuples
+
+    def hot_share(self) -> float:
+        """Share of the previous window's tuples noted hot (the current window's so far when there is none)."""
+        if self.prev_hot_share >= 0:
+            return self.prev_hot_share
+        return self.cur_hot / self.cur_load if self.cur_load else 0.0
 
     # -- pickling (DataSketches objects do not pickle) ---------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
