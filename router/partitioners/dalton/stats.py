@@ -36,7 +36,7 @@ SKETCH_SEED = 9001
 class FrequencyStats:
     """Per-key frequencies in the current statistics window and the previous window's total load."""
 
-    #: Tuples of the current window counted while their key was at or above the threshold (:meth:`note_hot`),
+    #: Tuples of the current window counted while their key was at or above the own threshold (:meth:`note_hot`),
     #: and their share of the previous window's tuples (-1: no previous window). Class defaults: a snapshot
     #: of a release without them restores with none counted.
     cur_hot = 0
