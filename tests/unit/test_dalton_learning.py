@@ -14,6 +14,7 @@ from router.choose.runner import BenchSpec, run_bench
 from router.partitioners.dalton import DaltonPartitioner
 from router.partitioners.dalton.bandit import weighted_average
 from router.partitioners.dalton.slots import SlotTable
+from router.partitioners.dalton.stats import FrequencyStats
 from tests.unit.test_dalton import BANDIT, N, make, metrics, route, uniform_keys
 
 
@@ -86,6 +87,21 @@ def test_own_threshold_ignores_the_global_load() -> None:
     assert part.stats.own_threshold() == 1_000 / N
     part.assign(keys[2_000:], np.arange(2_000, 4_000))
     assert part.stats.hot_share() == pytest.approx(0.25, abs=0.02)
+
+
+def test_mass_count_is_the_least_count_of_the_largest_keys_holding_the_share() -> None:
+    stats = FrequencyStats(4, "exact", 16)
+    counts = np.array([40, 30, 10, 10, 5, 5], dtype=np.int64)  # 100 tuples
+    slots = np.arange(6, dtype=np.intp)
+    stats.advance(0)
+    stats.observe(slots[:3], slots[:3].astype(np.uint64), counts[:3])  # two segments: counts added up per slot
+    stats.observe(slots[3:], slots[3:].astype(np.uint64), counts[3:])
+    stats.advance(1, mass=0.5, below=1.0)
+    assert stats.prev_mass_count == 30  # 40 + 30 >= 50
+    stats.observe(slots, slots.astype(np.uint64), counts)
+    stats.note_hot(40)  # key 0 reached the threshold: 40 % of the window
+    stats.advance(2, mass=0.5, below=0.15)  # hot keys held enough: not asked for
+    assert stats.prev_mass_count == 0 and stats.hot_share() == 0.4
 
 
 def test_cooperating_routers_fill_around_a_tail_without_large_keys() -> None:

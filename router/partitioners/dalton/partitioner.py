@@ -63,6 +63,7 @@ from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward
 from router.partitioners.dalton.placement_bandit import place_segment
 from router.partitioners.dalton.placement_sticky import (
     FILL_DIV,
+    FILL_MASS,
     FILL_MIN,
     FILL_SHARE,
     place_sticky,
@@ -221,7 +222,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
             self.scope_segments = []
             self.scope_start = self.scope_now = t
         self.win.advance(block)
-        if self.stats.advance(int(t // self.stats_window)):
+        fill = self.placement == "sticky" and self.cooperative  # the share of a window's largest keys, if needed
+        if self.stats.advance(int(t // self.stats_window), FILL_MASS if fill else 0.0, FILL_SHARE):
             self.qtable.expire(self.stats.index)
 
     def scope_forecast(self, segment: int) -> float:
@@ -286,7 +288,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         own = self.stats.own_threshold()
         self.stats.note_hot(int(counts[freq >= own].sum()))
         if self.placement == "sticky" and self.cooperative and self.stats.hot_share() < FILL_SHARE:
-            hot_now |= freq >= max(own / FILL_DIV, min(own, FILL_MIN))  # keys to fill around the shared tail
+            fill = min(own / FILL_DIV, self.stats.prev_mass_count or own)  # keys to fill around the shared tail
+            hot_now |= freq >= max(fill, min(own, FILL_MIN))
         for i in np.flatnonzero(hot_now).tolist():
             self.qtable.mark_hot(int(ids[i]), self.stats.index)  # hot now: valid through the next window
         hot = np.zeros(ids.shape[0], dtype=bool)

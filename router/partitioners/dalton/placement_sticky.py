@@ -24,6 +24,7 @@ from router.partitioners.dalton.window import add_pieces
 
 __all__ = [
     "FILL_DIV",
+    "FILL_MASS",
     "FILL_MIN",
     "FILL_SHARE",
     "HOLD_AHEAD",
@@ -50,7 +51,9 @@ HOLD_ONE = 2.5
 #: ``balance`` of the scope-to-date level, and a key split then stays split until the scope ends.
 HOLD_AHEAD = 4.0
 #: Cooperating routers whose hot keys (at least ``L / n`` in the statistics window) carried less than this share
-#: of the last statistics window's tuples also count as hot the keys of at least ``L / (FILL_DIV n)`` and at least
+#: of the last statistics window's tuples also count as hot the keys of at least ``L / (FILL_DIV n)``, or fewer:
+#: down to the least count among the last window's largest keys that held ``FILL_MASS`` of its tuples (a stream
+#: of many small keys, such as Zipf 0.6 over 1k keys, has no key of a quarter of a mean); and at least
 #: ``FILL_MIN`` tuples (never more than ``L / n``). The tail they share is placed by a rule every router applies
 #: alike; without large keys to fill around it, its combiners drift apart, tail keys spill to further choices
 #: and routers spill them differently (on Zipf 1.0, 8 combiners, 4 routers: 1.07 partials per key per
@@ -59,6 +62,7 @@ HOLD_AHEAD = 4.0
 #: are more keys split over routers.
 FILL_SHARE = 0.15
 FILL_DIV = 4.0
+FILL_MASS = 0.25
 #: Fewer tuples in a router's statistics window are too noisy to pick a filling key by.
 FILL_MIN = 20.0
 #: One router's plan moves keys of at least ``1 / PLAN_SMALL`` of a combiner's mean; smaller ones keep their homes.

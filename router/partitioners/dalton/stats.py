@@ -43,6 +43,9 @@ class FrequencyStats:
     prev_hot_share = -1.0
     #: The previous window's load of this router alone (``prev_load`` becomes every router's with a GLOBAL).
     prev_own_load = 0
+    #: The least count among the previous window's largest keys that held a given share of its tuples (0: not
+    #: asked for, see :meth:`advance`).
+    prev_mass_count = 0.0
 
     def __init__(self, n: int, mode: StatsMode, capacity: int, *, exact_limit: int = 1 << 16) -> None:
         if mode not in ("exact", "countmin", "hybrid"):
@@ -88,15 +91,22 @@ class FrequencyStats:
         return self.counts > 0
 
     # -- windows -------------------------------------------------------------------------------
-    def advance(self, index: int) -> bool:
-        """Enter statistics window ``index``; returns whether a window closed."""
+    def advance(self, index: int, mass: float = 0.0, below: float = 1.0) -> bool:
+        """Enter statistics window ``index``; returns whether a window closed.
+
+        With ``mass`` (exact counts only), when the closing window's hot share is below ``below``: keep the
+        least count among its largest keys that together held ``mass`` of its tuples (``prev_mass_count``).
+        """
         if self.index < 0:
             self.index = index
             return False
         if index <= self.index:
             return False
         adjacent = index == self.index + 1
-        self.prev_hot_share = self.cur_hot / self.cur_load if adjacent and self.cur_load else -1.0
+        share = self.cur_hot / self.cur_load if self.cur_load else 0.0
+        wanted = adjacent and mass > 0 and share < below
+        self.prev_mass_count = self._mass_count(mass) if wanted else 0.0
+        self.prev_hot_share = share if adjacent and self.cur_load else -1.0
         self.cur_hot = 0
         self.prev_load = self.prev_own_load = self.cur_load if adjacent else 0
         self.prev_distinct = self.cur_distinct if adjacent else 0
@@ -138,6 +148,20 @@ class FrequencyStats:
     def threshold(self) -> float:
         """Hot-key threshold ``L / n`` (``L``: previous window's load, or the current one if larger)."""
         return max(self.prev_load, self.cur_load) / self.n
+
+    def _mass_count(self, mass: float) -> float:
+        """The least count among the current window's largest keys that hold ``mass`` of its tuples (0: unknown)."""
+        if self.use_sketch or self.cur_load <= 0:
+            return 0.0
+        if self._first is not None:
+            counts = self._first[1]
+        elif self._seen:
+            counts = self.counts[np.unique(np.concatenate(self._seen))]
+        else:
+            return 0.0
+        top = np.sort(counts)[::-1]
+        j = int(np.searchsorted(np.cumsum(top), mass * self.cur_load))
+        return float(top[min(j, top.shape[0] - 1)])
 
     def own_threshold(self) -> float:
         """:meth:`threshold` on this router's own load (a GLOBAL's load leaves it alone)."""
