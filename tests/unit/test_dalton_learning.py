@@ -102,6 +102,11 @@ def test_mass_count_is_the_least_count_of_the_largest_keys_holding_the_share() -
     stats.note_hot(40)  # key 0 reached the threshold: 40 % of the window
     stats.advance(2, mass=0.5, below=0.15)  # hot keys held enough: not asked for
     assert stats.prev_mass_count == 0 and stats.hot_share() == 0.4
+    sketch = FrequencyStats(4, "countmin", 16)  # no count per key: unknown
+    sketch.advance(0)
+    sketch.observe(slots, slots.astype(np.uint64), counts)
+    sketch.advance(1, mass=0.5, below=1.0)
+    assert sketch.prev_mass_count == 0
 
 
 def test_cooperating_routers_fill_around_a_tail_without_large_keys() -> None:
