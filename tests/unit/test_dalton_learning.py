@@ -99,8 +99,11 @@ def test_mass_count_is_the_least_count_of_the_largest_keys_holding_the_share() -
     stats.advance(1, mass=0.5, below=1.0)
     assert stats.prev_mass_count == 30  # 40 + 30 >= 50
     stats.observe(slots, slots.astype(np.uint64), counts)
+    stats.advance(2, mass=0.5, below=1.0, most=1)  # the largest key alone
+    assert stats.prev_mass_count == 40
+    stats.observe(slots, slots.astype(np.uint64), counts)
     stats.note_hot(40)  # key 0 reached the threshold: 40 % of the window
-    stats.advance(2, mass=0.5, below=0.15)  # hot keys held enough: not asked for
+    stats.advance(3, mass=0.5, below=0.15)  # hot keys held enough: not asked for
     assert stats.prev_mass_count == 0 and stats.hot_share() == 0.4
     sketch = FrequencyStats(4, "countmin", 16)  # no count per key: unknown
     sketch.advance(0)

@@ -223,7 +223,9 @@ class DaltonPartitioner(KeySlots, Partitioner):
             self.scope_start = self.scope_now = t
         self.win.advance(block)
         fill = self.placement == "sticky" and self.cooperative  # the share of a window's largest keys, if needed
-        if self.stats.advance(int(t // self.stats_window), FILL_MASS if fill else 0.0, FILL_SHARE):
+        if self.stats.advance(
+            int(t // self.stats_window), FILL_MASS if fill else 0.0, FILL_SHARE, int(FILL_DIV * self.n)
+        ):
             self.qtable.expire(self.stats.index)
 
     def scope_forecast(self, segment: int) -> float:

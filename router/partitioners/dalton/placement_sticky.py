@@ -53,7 +53,8 @@ HOLD_AHEAD = 4.0
 #: Cooperating routers whose hot keys (at least ``L / n`` in the statistics window) carried less than this share
 #: of the last statistics window's tuples also count as hot the keys of at least ``L / (FILL_DIV n)``, or fewer:
 #: down to the least count among the last window's largest keys that held ``FILL_MASS`` of its tuples (a stream
-#: of many small keys, such as Zipf 0.6 over 1k keys, has no key of a quarter of a mean); and at least
+#: of many small keys, such as Zipf 0.6 over 1k keys, has no key of a quarter of a mean), its ``FILL_DIV n``
+#: largest at most (each segment checks its keys against the hot ones, and syncs carry their sets); and at least
 #: ``FILL_MIN`` tuples (never more than ``L / n``). The tail they share is placed by a rule every router applies
 #: alike; without large keys to fill around it, its combiners drift apart, tail keys spill to further choices
 #: and routers spill them differently (on Zipf 1.0, 8 combiners, 4 routers: 1.07 partials per key per

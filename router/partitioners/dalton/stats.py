@@ -91,11 +91,12 @@ class FrequencyStats:
         return self.counts > 0
 
     # -- windows -------------------------------------------------------------------------------
-    def advance(self, index: int, mass: float = 0.0, below: float = 1.0) -> bool:
+    def advance(self, index: int, mass: float = 0.0, below: float = 1.0, most: int = 1 << 30) -> bool:
         """Enter statistics window ``index``; returns whether a window closed.
 
         With ``mass`` (exact counts only), when the closing window's hot share is below ``below``: keep the
-        least count among its largest keys that together held ``mass`` of its tuples (``prev_mass_count``).
+        least count among its largest keys that together held ``mass`` of its tuples, and no lower than the
+        count of its ``most``-th largest key (``prev_mass_count``).
         """
         if self.index < 0:
             self.index = index
@@ -105,7 +106,7 @@ class FrequencyStats:
         adjacent = index == self.index + 1
         share = self.cur_hot / self.cur_load if self.cur_load else 0.0
         wanted = adjacent and mass > 0 and share < below
-        self.prev_mass_count = self._mass_count(mass) if wanted else 0.0
+        self.prev_mass_count = self._mass_count(mass, most) if wanted else 0.0
         self.prev_hot_share = share if adjacent and self.cur_load else -1.0
         self.cur_hot = 0
         self.prev_load = self.prev_own_load = self.cur_load if adjacent else 0
@@ -149,8 +150,8 @@ class FrequencyStats:
         """Hot-key threshold ``L / n`` (``L``: previous window's load, or the current one if larger)."""
         return max(self.prev_load, self.cur_load) / self.n
 
-    def _mass_count(self, mass: float) -> float:
-        """The least count among the current window's largest keys that hold ``mass`` of its tuples (0: unknown)."""
+    def _mass_count(self, mass: float, most: int) -> float:
+        """The least count among the window's largest keys (``most`` at most) holding ``mass`` of it (0: unknown)."""
         if self.use_sketch or self.cur_load <= 0:
             return 0.0
         if self._first is not None:
@@ -161,7 +162,7 @@ class FrequencyStats:
             return 0.0
         top = np.sort(counts)[::-1]
         j = int(np.searchsorted(np.cumsum(top), mass * self.cur_load))
-        return float(top[min(j, top.shape[0] - 1)])
+        return float(top[min(j, most - 1, top.shape[0] - 1)])
 
     def own_threshold(self) -> float:
         """:meth:`threshold` on this router's own load (a GLOBAL's load leaves it alone)."""
