@@ -95,6 +95,7 @@ class BatchStats:
     record_ratio: float | None = None
     rows_dropped_by_watermark: int = 0
     state_rows: int = 0
+    groups: int = 0  #: (window, key) groups the aggregation updated (``stateStoreSave``): partials with no key split
     phase_ms: dict[str, int] = field(default_factory=dict)
     lag: dict[str, int] = field(default_factory=dict)
     skipped_partitions: int = 0
@@ -309,6 +310,7 @@ class CombinerMetricsListener(StreamingQueryListener):
             processed_rows_per_second=float(p.processedRowsPerSecond or 0.0),
             rows_dropped_by_watermark=sum(int(o.numRowsDroppedByWatermark) for o in ops),
             state_rows=sum(int(o.numRowsTotal) for o in ops),
+            groups=sum(int(o.numRowsUpdated) for o in ops if getattr(o, "operatorName", "") == "stateStoreSave"),
             phase_ms={k: int(v) for k, v in (p.durationMs or {}).items()},
         )
         stats.lag, stats.skipped_partitions = source_lag(p.sources or [])

@@ -85,6 +85,9 @@ def _partial_goals(n: int, d: dict[str, Any] | None, h: dict[str, Any] | None) -
     floor = d.get("partials_floor") or []
     note = f"{ds['shuffled_partials']:,} against {hs['shuffled_partials']:,}"
     note += f" (floor {sum(floor):,.0f})" if floor else ""
+    if ds.get("groups") and hs.get("groups"):  # per group Spark aggregated: the split apart from the cut
+        per = ds["shuffled_partials"] / ds["groups"], hs["shuffled_partials"] / hs["groups"]
+        note += f"; per (window, key) group of the micro-batches {per[0]:.3f} against {per[1]:.3f}"
     note += "" if exact else "; results NOT exact"
     out = []
     for name, value, target, why in (

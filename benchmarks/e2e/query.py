@@ -149,6 +149,7 @@ def batch_summary(batches: list[BatchStats], stages: list[list[list[int]] | None
         "batch_ms": [b.batch_ms for b in data],
         "shuffled_partials": sum(b.shuffled_partials for b in data),
         "partials_per_batch": [b.shuffled_partials for b in data],
+        "groups": sum(b.groups for b in data),  # (window, key) groups updated: the partials at one per group
         "record_max_mean": weighted_record_max_mean(data, combiners),
         "straggler_median": statistics.median(strag) if strag else None,
         "straggler_mean": statistics.fmean(strag) if strag else None,

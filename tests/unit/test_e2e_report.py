@@ -142,3 +142,6 @@ def test_issue_26_goals_compare_dalton_with_hash_on_the_backlog_for_any_profile(
     assert got["n=8: Dalton partials / hash partials (backlog)"]["met"] is False
     assert got["n=8: Dalton combiner records max/mean per micro-batch (backlog)"]["met"] is False
     assert "NOT exact" in got["n=8: Dalton partials / hash partials (backlog)"]["note"]
+    doc["runs"][-2]["spark"]["groups"], doc["runs"][-1]["spark"]["groups"] = 6_000, 6_000  # Spark's state rows
+    note = {g["goal"]: g for g in goals(doc)}["n=8: Dalton partials / hash partials (backlog)"]["note"]
+    assert "per (window, key) group of the micro-batches 1.100 against 1.000" in note

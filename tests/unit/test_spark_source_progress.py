@@ -56,6 +56,21 @@ def _progress(batch: int, rows: int = 0) -> SimpleNamespace:
     )  # fmt: skip
 
 
+def test_groups_are_the_aggregations_updated_state_rows() -> None:
+    from spark_consumers.observability import CombinerMetricsListener
+
+    def op(name: str, updated: int) -> SimpleNamespace:
+        return SimpleNamespace(operatorName=name, numRowsUpdated=updated, numRowsTotal=updated,
+                               numRowsDroppedByWatermark=0)  # fmt: skip
+
+    progress = _progress(0)
+    progress.stateOperators = [op("dedupe", 5_000), op("stateStoreSave", 1_234)]  # the dedupe counts records
+    listener = CombinerMetricsListener(None, None, None, "python")  # type: ignore[arg-type]
+    listener.onQueryProgress(SimpleNamespace(progress=progress))
+    assert listener.wait_handled("q", 0, timeout=1)
+    assert listener.stats[-1].groups == 1_234
+
+
 def test_stopping_waits_for_the_last_progress_event_delivered_late() -> None:
     import threading
 
