@@ -15,11 +15,12 @@ right). The source is given by the job (``spark.source``) or, when not, read fro
 source describes itself as ``KafkaV2[...]``).
 
 Per batch it records: ``combiner_task_ms`` (executor run time per combiner), ``combiner_records`` (records read
-per combiner), ``shuffled_partials`` (shuffle records written by the combiner stage = partial aggregates sent
-to reducers), ``straggler_ratio`` = max / median combiner task time, ``record_ratio`` = max / median records
-per combiner task (the same ratio in records: what the straggler ratio would be on quiet, dedicated cores),
-rows dropped by the watermark. Each batch
-is appended as one JSON line to the progress log and published as Prometheus metrics.
+per combiner), ``shuffled_partials`` (shuffle records written by the combiner stage = partial aggregates sent to
+reducers), ``straggler_ratio`` = max / median combiner task time, ``record_ratio`` = max / median records per
+combiner task (the same ratio in records: what the straggler ratio would be on quiet, dedicated cores), rows
+dropped by the watermark, and ``groups``, the (window, key) groups the aggregation updated (``shuffled_partials /
+groups`` is the partials per group the routing costs). Each batch is appended as one JSON line to the progress log
+and published as Prometheus metrics.
 
 Rows dropped by the watermark (``numRowsDroppedByWatermark`` of the batch's state operators: records, or
 partial aggregates for an aggregation, later than the watermark) are missing from the results although the
