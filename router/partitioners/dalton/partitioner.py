@@ -222,10 +222,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
             self.scope_segments = []
             self.scope_start = self.scope_now = t
         self.win.advance(block)
-        fill = self.placement == "sticky" and self.cooperative  # the share of a window's largest keys, if needed
-        if self.stats.advance(
-            int(t // self.stats_window), FILL_MASS if fill else 0.0, FILL_SHARE, int(FILL_DIV * self.n)
-        ):
+        mass = FILL_MASS if self.placement == "sticky" and self.cooperative else 0.0  # its largest keys' count
+        if self.stats.advance(int(t // self.stats_window), mass, FILL_SHARE, int(FILL_DIV * self.n)):
             self.qtable.expire(self.stats.index)
 
     def scope_forecast(self, segment: int) -> float:
