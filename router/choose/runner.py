@@ -3,8 +3,10 @@
 The workload's stream is cut into router batches of random sizes (``batches``, 100..5,000 tuples by default;
 per source), so batches do not line up with the micro-batch the metrics are computed over (``metric_window``,
 default one slide: with Spark the slide is the trigger, window = 12 slides by default). Each batch is split
-among ``P`` routers (per tuple round-robin, or one source per router
-group for a multi-source workload); every partitioner's routers assign it in turn, so all partitioners
+among ``P`` routers (per tuple round-robin, or by the key when ``raw_keys="partitioned"``, as a raw topic
+keyed by the record key is read; one source per router group for a multi-source workload). Dalton's routers
+are told what a deployment tells them (``routers`` and ``raw_keys``, unless the label sets them). Every
+partitioner's routers assign it in turn, so all partitioners
 are timed under the same machine conditions. The routers' outputs are put back in stream order and the
 per-window metrics are computed over that *combined* output. Partitioners that implement ``merge`` are
 synchronised every ``dsync`` tuples (:func:`sync_routers`). A partitioner that fails (not implemented
@@ -18,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import mmh3
 import numpy as np
 import numpy.typing as npt
 
@@ -26,7 +29,7 @@ from router.choose.measure import BATCH_SIZES, WindowMetrics, summarise, window_
 from router.partitioners import Partitioner, available, create
 from router.sync.port import SyncablePartitioner
 
-__all__ = ["BenchResult", "BenchSpec", "PartitionerRun", "run_bench", "sync_routers"]
+__all__ = ["BenchResult", "BenchSpec", "PartitionerRun", "key_owner", "run_bench", "sync_routers"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -47,6 +50,7 @@ class BenchSpec:
     seed: int = 1
     tuples: int | None = None
     sync: str = "merge"  # "merge" (snapshot/merge every dsync), "protocol" (router.sync SYNC/GLOBAL), "never"
+    raw_keys: str = "shared"  # "shared" (tuples dealt round-robin), "partitioned" (each key to one router)
     batches: tuple[int, int] | None = BATCH_SIZES  # router batch sizes (random, per source); None: the workload's
 
     def labels(self) -> tuple[str, ...]:
@@ -120,6 +124,15 @@ def _has_merge(p: Partitioner) -> bool:
     return type(p).merge is not Partitioner.merge
 
 
+def key_owner(keys: np.ndarray, routers: int) -> npt.NDArray[np.intp]:
+    """Per tuple, the router of its key among ``routers``: a hash of the key's text (the same in every batch)."""
+    if routers <= 1:
+        return np.zeros(len(keys), dtype=np.intp)
+    uniq, inverse = np.unique(np.asarray(keys), return_inverse=True)
+    owner = np.fromiter((mmh3.hash(str(k), signed=False) % routers for k in uniq.tolist()), np.intp, uniq.shape[0])
+    return owner[inverse.reshape(-1)]
+
+
 def _router_groups(routers: int, sources: int) -> list[list[int]]:
     """Routers reading each source: router ``r`` reads source ``r % sources`` (or ``r`` the extra ones)."""
     if routers >= sources:
@@ -135,9 +148,12 @@ class _Lane:
         self.run = PartitionerRun(label, name, params)
         self.routers: list[Partitioner] = []
         self.parts: list[npt.NDArray[np.int32]] = []
+        made = dict(params)
+        if name == "dalton" and spec.routers > 1:  # what a deployment of P router workers sets
+            made = {"routers": spec.routers, "raw_keys": spec.raw_keys, **made}
         try:
             self.routers = [
-                create(name, spec.n, window=spec.window, slide=spec.slide, seed=spec.seed + r, **params)
+                create(name, spec.n, window=spec.window, slide=spec.slide, seed=spec.seed + r, **made)
                 for r in range(spec.routers)
             ]
         except Exception as exc:  # noqa: BLE001 - any failure is reported as "n/a" with the reason
@@ -239,6 +255,8 @@ def run_bench(
     progress: Callable[[int], None] | None = None,
 ) -> BenchResult:
     """Run every partitioner of ``spec`` over ``workload`` (up to ``spec.tuples`` tuples)."""
+    if spec.raw_keys not in ("shared", "partitioned"):
+        raise ValueError(f"raw_keys must be shared or partitioned, got {spec.raw_keys!r}")
     lanes = [_Lane(label, spec) for label in spec.labels()]
     groups = _router_groups(spec.routers, max(1, len(workload.sources)))
     keys_seen: list[np.ndarray] = []
@@ -253,7 +271,10 @@ def run_bench(
         if limit is not None and fed + len(keys) > limit:
             keys, times = keys[: limit - fed], times[: limit - fed]
         group = groups[src]
-        slot = (np.arange(len(keys)) + offsets[src]) % len(group)
+        if spec.raw_keys == "partitioned":
+            slot = key_owner(keys, len(group))
+        else:
+            slot = (np.arange(len(keys)) + offsets[src]) % len(group)
         offsets[src] += len(keys)
         chunks = [(group[g], np.flatnonzero(slot == g)) for g in range(len(group))]
         chunks = [(r, idx) for r, idx in chunks if idx.size]
