@@ -13,6 +13,7 @@ from router.partitioners.dalton.partitioner import fit_accept
 from router.partitioners.dalton.sticky import (
     fit_shares,
     fit_shares_py,
+    greedy_homes_py,
     place_keys,
     place_keys_py,
     plan_homes,
@@ -94,6 +95,37 @@ def test_plan_keeps_homes_that_fit_and_moves_the_rest_largest_first() -> None:
     # 50 stays; 40 would overfill combiner 0 and moves; 30 stays; 20 had no home; 10 no longer fits on 1
     assert home.tolist() == [0, 1, 1, 0, 0]
     assert loads.tolist() == [80.0, 70.0] and moved == 3
+
+
+def test_the_plan_moves_fewer_keys_for_the_same_balance() -> None:
+    # A largest-first packing places the key without a home (45) first, on combiner 0, and then moves both keys
+    # that were at home there and two of combiner 1's: five keys move. Keeping homes and shedding from the
+    # combiner over the target moves two of combiner 1's keys, as balanced. Each key that moves between the
+    # slides of one Spark micro-batch costs one more partial there.
+    counts = np.array([45.0, 20.0, 20.0, 10.0, 10.0, 10.0, 5.0])
+    homes = np.array([-1, 0, 0, 1, 1, 1, 1], dtype=np.intp)
+    order = np.arange(7, dtype=np.intp)
+    home, loads = homes.copy(), np.zeros(2)
+    assert greedy_homes_py(order, counts, home, loads, 60.0) == 5 and loads.tolist() == [60.0, 60.0]
+    home, loads = homes.copy(), np.zeros(2)
+    assert plan_homes_py(order, counts, home, loads, 60.0) == 3  # the key without a home, and two
+    assert loads.tolist() == [60.0, 60.0] and home.tolist() == [1, 0, 0, 0, 1, 0, 1]
+
+
+def test_the_plan_is_never_less_balanced_than_a_packing() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(2, 33))
+        counts = np.sort(rng.zipf(1.3, 300).clip(1, 500).astype(np.float64))[::-1].copy()
+        homes = rng.integers(-1, n, 300).astype(np.intp)
+        target = counts.sum() / n
+        order = np.arange(300, dtype=np.intp)
+        greedy = np.zeros(n)
+        moved_greedy = greedy_homes_py(order, counts, homes.copy(), greedy, target)
+        loads = np.zeros(n)
+        moved = plan_homes_py(order, counts, homes.copy(), loads, target)
+        assert loads.max() <= greedy.max() and loads.sum() == pytest.approx(counts.sum())
+        assert moved <= moved_greedy or loads.max() < greedy.max()
 
 
 def test_one_router_plans_the_next_scope_on_the_closing_one() -> None:

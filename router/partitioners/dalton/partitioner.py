@@ -16,8 +16,8 @@ divided by ``n``):
    mean the scope is expected to end with (:meth:`~DaltonPartitioner.scope_forecast`, between ``level`` and
    ``4 level``), so a full combiner splits its largest key), then the new ones largest first, each whole on
    the first combiner of its probe order with room. A key's probe order starts with its two hash candidates.
-   One router plans each new scope on the closing one's counts (:func:`.sticky.plan_homes`): largest first,
-   a key keeps the combiner it had while that stays within the mean, else it moves to the least loaded one.
+   One router plans each new scope on the closing one's counts (:func:`.sticky.plan_homes`): a key keeps the
+   combiner it had, and a combiner planned over the mean sheds as few keys as it can to the least loaded ones.
    A key new to the scope tries its planned home first, with room under ``1 + balance`` times the larger of
    ``level`` and the previous scope's mean (the plan is for the whole scope), else the less loaded
    candidate with room under ``level * (1 + balance)`` (then the least loaded combiner within the hold cap).

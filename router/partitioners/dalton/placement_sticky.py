@@ -157,9 +157,10 @@ def plan_next_scope(p: StickyPlacer, block: int) -> None:
     The key holds that set from its first tuple of the next scope (as a peer's set would, see
     :func:`place_sticky`), so it reaches the combiners its size needs and the other keys are planned around
     it; placed online, segment by segment, it reached about twice as many. Then every other key gets a
-    home (``last_comb``): it keeps its home while the home's planned load stays within the mean;
-    otherwise, and for a key without one (split in the closing scope), the least loaded combiner is its
-    home. Keys under ``1 / PLAN_SMALL`` of the mean keep their homes and count as planned load.
+    home (``last_comb``): it keeps its home, and a combiner planned over the mean sheds as few keys as it can
+    to the least loaded ones (:func:`.sticky.plan_homes`); a key without one (split in the closing scope)
+    gets the least loaded combiner. Keys under ``1 / PLAN_SMALL`` of the mean keep their homes and count as
+    planned load.
     """
     if not p.scope_segments:
         return

@@ -25,9 +25,9 @@ pieces as ``(key index, combiner, tuples)`` rows, at most one per (key, combiner
 the keys were decided.
 
 :func:`plan_homes` (compiled; :func:`plan_homes_py` uncompiled) plans one router's next scope on the closing
-scope's counts: largest key first, a key keeps its home while the home's planned load stays within ``target``,
-otherwise (or without a home) it moves to the least loaded combiner. Few keys move, and the homes end about
-as balanced as a largest-first packing of the closing scope.
+scope's counts: keys keep their homes and a combiner planned over ``target`` sheds as few keys as it can, unless
+a largest-first packing (a key keeps its home while it fits, else goes to the least loaded combiner) ends with a
+less loaded most loaded combiner. Few keys move, and the homes end at least as balanced as that packing.
 
 :func:`fit_shares` (compiled; :func:`fit_shares_py` uncompiled) runs the rounds of the tail rule's share fit at
 each scope's start (numpy over an ``n x n`` matrix took ~0.25 ms per scope; compiled, ~4 µs).
@@ -45,10 +45,14 @@ from router.partitioners.accel import compile_loop
 __all__ = [
     "fit_shares",
     "fit_shares_py",
+    "greedy_homes",
+    "greedy_homes_py",
     "place_keys",
     "place_keys_py",
     "plan_homes",
     "plan_homes_py",
+    "shed_homes",
+    "shed_homes_py",
     "warm",
 ]
 
@@ -216,12 +220,11 @@ def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the c
     return rows
 
 
-def plan_homes_py(order: IntP, counts: F64, home: IntP, loads: F64, target: float) -> int:
-    """Homes for the keys of ``order`` (largest first), in place in ``home``; returns how many keys moved.
+def greedy_homes_py(order: IntP, counts: F64, home: IntP, loads: F64, target: float) -> int:
+    """:func:`plan_homes_py`'s packing: largest first, a key keeps ``home[i]`` while it fits under ``target``.
 
-    ``loads`` holds the load already planned per combiner (keys not in ``order``) and is raised as keys are
-    planned. A key keeps ``home[i]`` while ``loads[home[i]] + counts[i] <= target``; else, or when ``home[i]``
-    is ``-1`` (split or unknown), it goes to the least loaded combiner.
+    A key that does not fit (``loads[home[i]] + counts[i] > target``), or has no home (``-1``), goes to the
+    least loaded combiner. Returns how many keys moved.
     """
     n = loads.shape[0]
     moved = 0
@@ -239,6 +242,106 @@ def plan_homes_py(order: IntP, counts: F64, home: IntP, loads: F64, target: floa
             home[i] = h
         loads[h] += counts[i]
     return moved
+
+
+def shed_homes_py(order: IntP, counts: F64, home: IntP, loads: F64, target: float) -> int:
+    """:func:`plan_homes_py`'s shedding: every key keeps ``home[i]`` but for what over-full combiners shed.
+
+    The keys without a home (``-1``) go to the least loaded combiner first, largest first. Then each combiner
+    above ``target`` sheds keys, one at a time, to the least loaded other combiner, while that lowers the
+    higher of the two: the smallest of its keys at least as large as its excess that fits under ``target``
+    there, else its largest key smaller than the excess, else its smallest key. Returns how many keys moved.
+    """
+    n = loads.shape[0]
+    m = order.shape[0]
+    start = np.zeros(n + 1, np.intp)  # each combiner's keys, largest first: a counting sort of order by home
+    for idx in range(m):
+        h = home[order[idx]]
+        if h >= 0:
+            start[h + 1] += 1
+            loads[h] += counts[order[idx]]
+    for c in range(n):
+        start[c + 1] += start[c]
+    by_home = np.empty(start[n], np.intp)
+    fill = start[:n].copy()
+    for idx in range(m):
+        h = home[order[idx]]
+        if h >= 0:
+            by_home[fill[h]] = idx
+            fill[h] += 1
+    moved = 0
+    for idx in range(m):  # keys without a home, largest first
+        i = order[idx]
+        if home[i] < 0:
+            low = 0
+            for c in range(1, n):
+                if loads[c] < loads[low]:
+                    low = c
+            home[i] = low
+            loads[low] += counts[i]
+            moved += 1
+    left = np.zeros(m, np.bool_)
+    for c in range(n):
+        while loads[c] > target:
+            low = -1
+            for d in range(n):
+                if d != c and (low < 0 or loads[d] < loads[low]):
+                    low = d
+            if low < 0:
+                break
+            excess = loads[c] - target
+            room = target - loads[low]
+            fits = -1  # the smallest key at least the excess that fits on low
+            under = -1  # the largest key smaller than the excess
+            last = -1  # the smallest key
+            for j in range(start[c], start[c + 1]):
+                idx = by_home[j]
+                if left[idx]:
+                    continue
+                k = counts[order[idx]]
+                last = idx
+                if k >= excess and k <= room:
+                    fits = idx
+                if k < excess and under < 0:
+                    under = idx
+            pick = fits if fits >= 0 else under if under >= 0 else last
+            if pick < 0:
+                break
+            i = order[pick]
+            if loads[low] + counts[i] >= loads[c]:  # moving it would not lower the higher of the two
+                break
+            left[pick] = True
+            loads[c] -= counts[i]
+            loads[low] += counts[i]
+            home[i] = low
+            moved += 1
+    return moved
+
+
+greedy_homes = compile_loop(greedy_homes_py)
+shed_homes = compile_loop(shed_homes_py)
+
+
+def plan_homes_py(order: IntP, counts: F64, home: IntP, loads: F64, target: float) -> int:
+    """Homes for the keys of ``order`` (largest first), in place in ``home``; returns how many keys moved.
+
+    ``loads`` holds the load already planned per combiner (keys not in ``order``) and is raised by the keys'
+    loads. Two plans: keys keep their homes and over-full combiners shed as few keys as they can
+    (:func:`shed_homes_py`), or a largest-first packing in which a key keeps its home while it fits
+    (:func:`greedy_homes_py`). The first is taken when its most loaded combiner is below the packing's, or as
+    loaded with no more keys moved. A packing moves the small keys that come after a combiner's large ones
+    once it is full; each key that moves between the slides of a Spark micro-batch (a backlog) costs one
+    more partial there.
+    """
+    shed_home = home.copy()
+    shed_loads = loads.copy()
+    shed_moved = shed_homes(order, counts, shed_home, shed_loads, target)
+    moved = greedy_homes(order, counts, home, loads, target)
+    if shed_loads.max() < loads.max() or (shed_loads.max() == loads.max() and shed_moved <= moved):
+        home[:] = shed_home
+        loads[:] = shed_loads
+        return int(shed_moved)
+    return int(moved)
 
 
 def fit_shares_py(pairs: F64, own: F64, mean: float, accept: F64, rounds: int) -> None:
