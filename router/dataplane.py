@@ -88,6 +88,9 @@ log = logging.getLogger("router.dataplane")
 #: Longest wait for records while the peers hold records of this worker back (router.align_peers): a round of
 #: the exchange is a turn of each worker, and a backlog advances by at least align_ms of event time per round.
 PEER_WAIT_S = 0.01
+#: A batch whose latest event time is more than this many slides behind wall clock is a backlog: the partitioner
+#: is told (``set_backlog``), since Spark then reads micro-batches that span many slides.
+BACKLOG_SLIDES = 2.0
 
 
 class RouteDataPlane:
@@ -384,6 +387,9 @@ class RouteDataPlane:
             self._clock = int(clock[-1])
             self.metrics.event_clock.set(self._clock)
         times_or_none = None if self._count_window else clock
+        if not self._count_window:
+            behind_ms = limit_ms - self._ahead_ms - int(clock[-1])
+            self.partitioner.set_backlog(behind_ms > BACKLOG_SLIDES * float(self.partitioner.slide))
         t0 = time.perf_counter()
         if self.window is None:
             combiners = self.partitioner.assign(ext.keys, times_or_none)

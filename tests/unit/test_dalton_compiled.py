@@ -130,7 +130,7 @@ def test_the_compiled_scope_plan_is_its_python_twin() -> None:
         outs = []
         for fn in (plan_scope, plan_scope_py):
             mine = last.copy()
-            large, sets = fn(slots, counts, mine, n, 1.0, 64.0)
+            large, sets = fn(slots, counts, mine, n, 1.0, 64.0, 0.02 * (n % 2))
             outs.append((large.tolist(), sets.tolist(), mine.tolist()))
             assert (mine[slots[large]] == -1).all() and (sets.sum(axis=1) >= 1).all()
             small = np.setdiff1d(np.arange(600), large)

@@ -20,7 +20,7 @@ SLIDE_MS = 1_000  # 5,000 tuples per slide
 MICRO_BATCH = 50_000  # ten slides: a job catching up with maxRecordsPerTrigger
 
 
-def _keyed_routers(keys: np.ndarray, n: int, routers: int, raw_keys: str) -> np.ndarray:
+def _keyed_routers(keys: np.ndarray, n: int, routers: int, raw_keys: str, backlog: bool = False) -> np.ndarray:
     """``routers`` Dalton routers, each fed the keys of its own raw partition (hash of the key), synced."""
     times = np.arange(keys.size, dtype=np.int64) // PER_MS
     owner = (keys * 2654435761 % 2**32) % routers
@@ -28,6 +28,8 @@ def _keyed_routers(keys: np.ndarray, n: int, routers: int, raw_keys: str) -> np.
         P.create("dalton", n=n, window=60_000, slide=SLIDE_MS, seed=1, routers=routers, raw_keys=raw_keys)
         for _ in range(routers)
     ]
+    for part in parts:
+        part.set_backlog(backlog)
     out = np.full(keys.size, -1, dtype=np.int64)
     feeds = [np.flatnonzero(owner == r) for r in range(routers)]
     cuts = [unaligned_batches(f.size, seed=11 + r) for r, f in enumerate(feeds)]
@@ -75,6 +77,16 @@ def test_one_router_keeps_its_keys_in_place_across_the_slides_of_a_micro_batch(s
     per_slide = measure_windows(keys, out, index, n)
     slide_floor = float(replication_floor(keys, index, n).mean())
     assert float(per_slide.replication.mean()) <= slide_floor + 0.015
+
+
+def test_a_router_told_of_a_backlog_keeps_more_keys_home() -> None:
+    # Under a backlog the plan keeps a key home while its combiner stays within 1 + balance times the mean
+    keys = np.random.default_rng(3).permutation(1_000)[zipf_keys(TUPLES, 0.8, 1_000, 42)]
+    n = 8
+    live = _quality(keys, _keyed_routers(keys, n, 1, "partitioned"), n)
+    behind = _quality(keys, _keyed_routers(keys, n, 1, "partitioned", backlog=True), n)
+    assert behind[0] <= 1.05 and live[0] <= 1.05
+    assert behind[1] < live[1] - 0.03, (behind, live)
 
 
 def test_auto_follows_the_key_source() -> None:

@@ -363,3 +363,17 @@ def test_tansu_partitions_never_committed_start_at_zero(strategy: str) -> None:
     group[1] = 3  # every partition committed: nothing to set
     plane.membership.on_assign(broker, parts)
     assert len(assigned) == 1
+
+
+@pytest.mark.parametrize(("age_s", "behind"), [(3_600.0, True), (0.0, False)])
+def test_a_batch_far_behind_wall_clock_tells_the_partitioner_it_is_a_backlog(age_s: float, behind: bool) -> None:
+    # Spark then reads micro-batches that span many slides, and Dalton's plan keeps keys where they were
+    plane, broker = _plane(2, [B1])
+    told: list[bool] = []
+    plane.partitioner.set_backlog = told.append  # type: ignore[method-assign]
+    stamp = int((time.time() - age_s) * 1000)
+    broker.consume = lambda n, timeout: [  # type: ignore[method-assign]
+        Raw(RAW, p, o, None, b'{"key":"k%d"}' % o, stamp) for p, o in B1
+    ]
+    plane._batch()
+    assert told == [behind] and len(broker.produced) == len(B1)

@@ -196,6 +196,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.last_total = 0.0
         #: the current scope's segments as (slots, tuples) pairs: what one router plans the next scope on
         self.scope_segments: list[tuple[IntP, I64]] = []
+        #: the router is behind wall clock (:meth:`set_backlog`): one router plans homes with ``balance`` of room
+        self.backlog = False
         #: the first and the latest time routed in the current scope (what :meth:`scope_forecast` projects from)
         self.scope_start = math.nan
         self.scope_now = math.nan
@@ -298,6 +300,15 @@ class DaltonPartitioner(KeySlots, Partitioner):
         if self.placement == "sticky":
             return place_sticky(self, slots, ids, counts, inv, hot), hot
         return place_segment(self, slots, ids, counts, inv, hot), hot
+
+    def set_backlog(self, behind: bool) -> None:
+        """Whether the router routes a backlog: then Spark's micro-batches span many slides (see the plan).
+
+        One router's plan keeps a key at home while its combiner stays within ``1 + balance`` times the mean
+        (else within the mean): a key that moves between the slides of one micro-batch costs a partial there.
+        Live, each micro-batch is one slide, and the plan follows the last slide's counts more closely.
+        """
+        self.backlog = bool(behind)
 
     # -- key forwarding (Sec. 4.2) -------------------------------------------------------------
     def _forwardable(self, slots: IntP, hot: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:

@@ -90,6 +90,7 @@ class StickyPlacer(Protocol):
     last_comb: Any
     own_keys: Any
     last_total: float
+    backlog: bool
     tail_pairs: F64
     shared_ids: npt.NDArray[np.uint64]
     shared_rows: npt.NDArray[np.bool_]
@@ -157,15 +158,17 @@ def plan_next_scope(p: StickyPlacer, block: int) -> None:
     The key holds that set from its first tuple of the next scope (as a peer's set would, see
     :func:`place_sticky`), so it reaches the combiners its size needs and the other keys are planned around
     it; placed online, segment by segment, it reached about twice as many. Then every other key gets a
-    home (``last_comb``): it keeps its home, and a combiner planned over the mean sheds as few keys as it can
-    to the least loaded ones (:func:`.sticky.plan_homes`); a key without one (split in the closing scope)
-    gets the least loaded combiner. Keys under ``1 / PLAN_SMALL`` of the mean keep their homes and count as
+    home (``last_comb``): it keeps its home, and a combiner planned over the mean (``1 + balance`` times it
+    under a backlog: :meth:`~.partitioner.DaltonPartitioner.set_backlog`) sheds as few keys as it can to the
+    least loaded ones (:func:`.sticky.plan_homes`); a key without one (split in the closing scope) gets the
+    least loaded combiner. Keys under ``1 / PLAN_SMALL`` of the mean keep their homes and count as
     planned load.
     """
     if not p.scope_segments:
         return
     slots, counts = scope_counts(p)
-    large, sets = plan_scope(slots, counts, p.last_comb, p.n, PLAN_SPLIT, PLAN_SMALL)
+    allow = float(p.balance) if p.backlog else 0.0  # a backlog's micro-batches span slides: keys stay put
+    large, sets = plan_scope(slots, counts, p.last_comb, p.n, PLAN_SPLIT, PLAN_SMALL, allow)
     if large.size:
         ids = p.slots.ids[slots[large]]
         by_id = np.argsort(ids)
@@ -197,7 +200,7 @@ def warm() -> None:
                          np.zeros((1, 3), np.int16), np.ones(n), last, np.zeros((n, n)), 0.05, 2.5, 0.0, 0.0, 4.0,
                          False, False)  # fmt: skip
     slots, counts = sum_by_slot(one, ones)
-    plan_scope(slots, counts, last, n, 1.0, 64.0)
+    plan_scope(slots, counts, last, n, 1.0, 64.0, 0.0)
     table = SlotTable(4)
     table.find(table.ids[table.insert(np.ones(1, np.uint64))])
     for rtype in (np.uint8, np.uint16):  # the window's reference counts (blocks < 255, < 65535)

@@ -38,11 +38,18 @@ def sum_by_slot_py(slots: IntP, counts: I64) -> tuple[IntP, F64]:
 
 
 def plan_scope_py(
-    slots: IntP, counts: F64, last_comb: npt.NDArray[np.int16], n: int, split: float, small: float
+    slots: IntP,
+    counts: F64,
+    last_comb: npt.NDArray[np.int16],
+    n: int,
+    split: float,
+    small: float,
+    allow: float,
 ) -> tuple[IntP, npt.NDArray[np.bool_]]:
     """Plan the next scope on ``counts`` per key (``slots``); sets each key's home in ``last_comb``.
 
-    Returns the keys given combiner sets (indices into ``slots``, largest first) and their sets.
+    Homes are planned up to ``1 + allow`` times the mean. Returns the keys given combiner sets (indices into
+    ``slots``, largest first) and their sets.
     """
     k = slots.shape[0]
     home = np.empty(k, np.intp)
@@ -96,7 +103,7 @@ def plan_scope_py(
             n_moving += 1
     moving = order_by(moving, whole, True)
     loads = planned + fixed_load
-    plan_homes(moving, counts, home, loads, mean)
+    plan_homes(moving, counts, home, loads, mean * (1.0 + allow))
     for i in range(k):
         last_comb[slots[i]] = -1 if is_large[i] else home[i]
     return large, sets
