@@ -69,6 +69,7 @@ from router.plane_health import PlaneHealth
 from router.plane_output import PlaneOutput
 from router.plane_parts import (
     PRODUCER_TUNING,
+    CatchUp,
     DataPlaneStats,
     DeliveryError,
     PendingBatch,
@@ -88,9 +89,12 @@ log = logging.getLogger("router.dataplane")
 #: Longest wait for records while the peers hold records of this worker back (router.align_peers): a round of
 #: the exchange is a turn of each worker, and a backlog advances by at least align_ms of event time per round.
 PEER_WAIT_S = 0.01
-#: A batch whose latest event time is more than this many slides behind wall clock is a backlog: the partitioner
-#: is told (``set_backlog``), since Spark then reads micro-batches that span many slides.
+#: A batch whose latest event time is more than this many slides behind wall clock, routed while the window
+#: clock runs at least ``BACKLOG_PACE`` times as fast as wall clock, is a backlog being caught up: the
+#: partitioner is told (``set_backlog``), since Spark then reads micro-batches that span many slides
+#: (:class:`~router.plane_parts.CatchUp`).
 BACKLOG_SLIDES = 2.0
+BACKLOG_PACE = 2.0
 
 
 class RouteDataPlane:
@@ -131,6 +135,7 @@ class RouteDataPlane:
         self._clock = 0  # window clock (see plane_parts.window_clock; partitioners need non-decreasing times)
         self._ahead_ms = route.time.max_ahead_ms  # event times above wall clock + this are dead-lettered/clamped
         self._clamp = route.time.too_far_ahead == "clamp"
+        self._catch_up = CatchUp(BACKLOG_SLIDES * float(self.partitioner.slide), BACKLOG_PACE)
         # a worker whose partitions drift further apart in event time than Spark's watermark delay warns (plane_health)
         self.health = PlaneHealth(self.metrics, route.raw_topic, router.ready_stale_s, spread_warn_ms=watermark_ms)
         self._pauses_seen = 0  # align.pauses already counted in the metrics
@@ -388,8 +393,7 @@ class RouteDataPlane:
             self.metrics.event_clock.set(self._clock)
         times_or_none = None if self._count_window else clock
         if not self._count_window:
-            behind_ms = limit_ms - self._ahead_ms - int(clock[-1])
-            self.partitioner.set_backlog(behind_ms > BACKLOG_SLIDES * float(self.partitioner.slide))
+            self.partitioner.set_backlog(self._catch_up.update(limit_ms - self._ahead_ms, int(clock[-1])))
         t0 = time.perf_counter()
         if self.window is None:
             combiners = self.partitioner.assign(ext.keys, times_or_none)

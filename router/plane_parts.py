@@ -22,6 +22,7 @@ from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 __all__ = [
     "ATTEMPTS",
     "CONSUMER_TUNING",
+    "CatchUp",
     "PRODUCER_TUNING",
     "DataPlaneStats",
     "GROUP_MEMBERSHIP_ERRORS",
@@ -311,3 +312,32 @@ def window_clock(times: npt.NDArray[np.int64], last: int) -> npt.NDArray[np.int6
     advance = max(0, int(times.max()) - base)
     steps = np.arange(1, m + 1, dtype=np.int64)
     return np.asarray(base + (steps * advance) // m, dtype=np.int64)
+
+
+class CatchUp:
+    """Whether a route is catching up on a backlog, judged batch by batch from its window clock and wall clock.
+
+    Spark's micro-batches span many of the route's slides when the router routes records faster than their
+    event time passes: a restart, or a backlog. Then the window clock is more than ``behind_ms`` behind wall
+    clock, and it advances at least ``pace`` times as fast as wall clock. The pace is measured from an anchor
+    ``(wall, clock)`` moved every ``span_s`` of wall time, and judged once ``settle_s`` of wall time has passed
+    since the anchor (before that the last judgement holds; at the start, not catching up). A live route whose
+    event times lag wall clock (a source that delivers late) advances at pace 1: not a backlog.
+    """
+
+    def __init__(self, behind_ms: float, pace: float = 2.0, span_s: float = 1.0, settle_s: float = 0.05) -> None:
+        self.behind_ms, self.pace, self.span_s, self.settle_s = behind_ms, pace, span_s, settle_s
+        self._anchor: tuple[float, int] | None = None
+        self._fast = False
+
+    def update(self, wall_ms: int, clock_ms: int) -> bool:
+        """Judge a batch whose window clock ends at ``clock_ms`` (routed at ``wall_ms``); whether to catch up."""
+        if self._anchor is None:
+            self._anchor = (wall_ms / 1000, clock_ms)
+        wall0, clock0 = self._anchor
+        elapsed = wall_ms / 1000 - wall0
+        if elapsed >= self.settle_s:
+            self._fast = clock_ms - clock0 >= self.pace * elapsed * 1000
+            if elapsed >= self.span_s:
+                self._anchor = (wall_ms / 1000, clock_ms)
+        return self._fast and wall_ms - clock_ms > self.behind_ms

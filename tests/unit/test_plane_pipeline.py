@@ -18,7 +18,7 @@ from router.dataplane import RouteDataPlane
 from router.extract import SourceRecord
 from router.observability import RouterMetrics
 from router.plane_inflight import InFlight
-from router.plane_parts import DeliveryError, PendingBatch
+from router.plane_parts import CatchUp, DeliveryError, PendingBatch
 from schemas.records import decode_routed_record
 from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 
@@ -365,15 +365,37 @@ def test_tansu_partitions_never_committed_start_at_zero(strategy: str) -> None:
     assert len(assigned) == 1
 
 
-@pytest.mark.parametrize(("age_s", "behind"), [(3_600.0, True), (0.0, False)])
-def test_a_batch_far_behind_wall_clock_tells_the_partitioner_it_is_a_backlog(age_s: float, behind: bool) -> None:
-    # Spark then reads micro-batches that span many slides, and Dalton's plan keeps keys where they were
-    plane, broker = _plane(2, [B1])
+@pytest.mark.parametrize(
+    ("age_s", "advance_ms", "behind"),
+    [(3_600.0, 60_000, True), (3_600.0, 100, False), (0.0, 60_000, False)],
+    ids=["catching-up", "late-source-live", "live"],
+)
+def test_a_batch_far_behind_wall_clock_and_catching_up_tells_the_partitioner_it_is_a_backlog(
+    age_s: float, advance_ms: int, behind: bool
+) -> None:
+    # Spark then reads micro-batches that span many slides, and one Dalton router keeps keys where they were. A
+    # source whose event times lag wall clock but pass at its pace is live: its micro-batches are one slide.
+    plane, broker = _plane(2, [B1, B1])
     told: list[bool] = []
     plane.partitioner.set_backlog = told.append  # type: ignore[method-assign]
-    stamp = int((time.time() - age_s) * 1000)
-    broker.consume = lambda n, timeout: [  # type: ignore[method-assign]
-        Raw(RAW, p, o, None, b'{"key":"k%d"}' % o, stamp) for p, o in B1
-    ]
-    plane._batch()
-    assert told == [behind] and len(broker.produced) == len(B1)
+    stamp = int((time.time() - age_s) * 1000) - advance_ms
+    for step in (0, advance_ms):
+        broker.consume = lambda n, timeout, t=stamp + step: [  # type: ignore[method-assign]
+            Raw(RAW, p, o, None, b'{"key":"k%d"}' % o, t) for p, o in B1
+        ]
+        plane._batch()
+        time.sleep(0.1)  # the pace is judged over at least 50 ms of wall clock
+    assert told == [False, behind] and len(broker.produced) == 2 * len(B1)
+
+
+def test_catching_up_needs_the_window_clock_behind_and_faster_than_wall_clock() -> None:
+    up = CatchUp(behind_ms=2_000, pace=2.0, span_s=1.0, settle_s=0.05)
+    wall, clock = 1_000_000_000, 900_000_000  # a day behind
+    assert up.update(wall, clock) is False  # no pace yet
+    assert up.update(wall + 20, clock + 30_000) is False  # under settle_s: the last judgement holds
+    assert up.update(wall + 100, clock + 60_000) is True  # 60 s of event time in 0.1 s of wall clock
+    assert up.update(wall + 1_100, clock + 61_000) is True  # 61 s in 1.1 s since the anchor: the anchor moves
+    assert up.update(wall + 1_600, clock + 61_500) is False  # from the new anchor, at wall clock's pace
+    near = CatchUp(behind_ms=2_000)
+    near.update(wall, wall - 60_000)
+    assert near.update(wall + 100, wall - 1_000) is False  # fast, but within two slides of wall clock
