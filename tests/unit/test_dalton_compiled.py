@@ -96,7 +96,7 @@ def _segment_args(rng: np.random.Generator, n: int, cooperative: bool) -> list[A
     cand[:, 1] = rng.integers(0, n, capacity)
     cand[:, 2] = (cand[:, 1] + rng.integers(1, max(n, 2), capacity)) % n
     last_comb = rng.integers(-1, n, capacity).astype(np.int16)
-    return [slots, ids, counts, inv, rng.random(k) < 0.02, head, False, by_id, shared_rows,
+    return [slots, ids, counts, inv, rng.random(k) < 0.02, head, slots, False, by_id, shared_rows,
             rng.integers(0, 400, n).astype(np.int64), cand, rng.random(n), last_comb, np.zeros((n, n)),
             0.05, 2.5, float(rng.integers(0, 3_000)), float(rng.integers(0, 6_000)), 4.0, cooperative,
             bool(rng.random() < 0.5)]  # fmt: skip
@@ -111,7 +111,7 @@ def test_the_compiled_segment_placement_is_its_python_twin() -> None:
         for fn in (place_sticky_segment, place_sticky_segment_py):
             mine = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
             out, buf, rows = fn(*mine)
-            outs.append((out.tolist(), buf[:rows].tolist(), mine[12].tolist(), mine[13].tolist()))
+            outs.append((out.tolist(), buf[:rows].tolist(), mine[13].tolist(), mine[14].tolist()))
             pk, pc, pn = buf[:rows, 0], buf[:rows, 1], buf[:rows, 2]
             assert ((out >= 0) & (out < n)).all()
             assert np.bincount(pk, weights=pn, minlength=len(args[2])).tolist() == args[2].tolist()

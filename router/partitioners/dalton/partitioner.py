@@ -196,7 +196,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.last_total = 0.0
         #: the current scope's segments as (slots, tuples) pairs: what one router plans the next scope on
         self.scope_segments: list[tuple[IntP, I64]] = []
-        #: the router is behind wall clock (:meth:`set_backlog`): one router plans homes with ``balance`` of room
+        #: the router is catching up on a backlog (:meth:`set_backlog`): one router keeps keys where the window has them
         self.backlog = False
         #: the first and the latest time routed in the current scope (what :meth:`scope_forecast` projects from)
         self.scope_start = math.nan
@@ -302,11 +302,13 @@ class DaltonPartitioner(KeySlots, Partitioner):
         return place_segment(self, slots, ids, counts, inv, hot), hot
 
     def set_backlog(self, behind: bool) -> None:
-        """Whether the router routes a backlog: then Spark's micro-batches span many slides (see the plan).
+        """Whether the router is catching up on a backlog: then Spark's micro-batches span many slides.
 
-        One router's plan keeps a key at home while its combiner stays within ``1 + balance`` times the mean
-        (else within the mean): a key that moves between the slides of one micro-batch costs a partial there.
-        Live, each micro-batch is one slide, and the plan follows the last slide's counts more closely.
+        A key that moves between the slides of one micro-batch costs a partial there. So one router then
+        counts a key as held by the combiners it reached in the sliding window, not in the slide alone (see
+        :func:`.placement_sticky.place_sticky`), and its plan keeps a key at home while its combiner stays
+        within ``1 + balance`` times the mean (else within the mean). Live, each micro-batch is one slide: keys
+        are free to move between slides, and the placement follows the last slide's counts more closely.
         """
         self.backlog = bool(behind)
 

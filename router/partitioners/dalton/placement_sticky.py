@@ -116,6 +116,11 @@ def place_sticky(
     placed it differently would keep it apart. One router places a key that outgrows the
     combiners holding it up to the hold cap, then on one more (whole on the least loaded, or on the ones
     with the most room): a large key reaches as few combiners as its size needs.
+
+    One router catching up on a backlog (:meth:`~.partitioner.DaltonPartitioner.set_backlog`) counts a key as
+    held by the combiners it reached anywhere in the sliding window, not in the slide alone: Spark's
+    micro-batches then span many slides, and a key that comes back in a later slide of one goes where it already
+    is. The caps stay per slide, so every slide, and any run of whole slides, stays as balanced as before.
     """
     if not p.cooperative:
         p.scope_segments.append((slots, counts))
@@ -123,14 +128,20 @@ def place_sticky(
             s_slots, s_counts = scope_counts(p)
             p.scope_segments = [(s_slots, s_counts.astype(np.int64))]
     shared = p.shared_ids.size and p.shared_block == p.win.block
+    key_slots = slots.astype(np.intp, copy=False)
+    if p.backlog and not p.cooperative:  # the window's pairs, one row per key of the segment
+        head, head_rows, head_empty = p.win.refcount[key_slots] > 0, np.arange(key_slots.shape[0]), False
+    else:
+        head, head_rows, head_empty = p.win.head, key_slots, p.win.head_empty
     out, buf, rows = place_sticky_segment(
-        slots.astype(np.intp, copy=False),
+        key_slots,
         ids,
         counts.astype(np.int64, copy=False),
         inv.astype(np.intp, copy=False),
         hot,
-        p.win.head,
-        p.win.head_empty,
+        head,
+        head_rows,
+        head_empty,
         p.shared_ids if shared else _NO_IDS,
         p.shared_rows if shared else np.zeros((0, p.n), dtype=bool),
         p.win.head_load,
@@ -196,7 +207,7 @@ def warm() -> None:
     segment_keys(one, np.full(1, -1, np.intp))
     last = np.full(1, -1, np.int16)
     place_sticky_segment(one, np.zeros(1, np.uint64), ones, one, np.zeros(1, np.bool_), np.zeros((1, n), np.bool_),
-                         True, np.zeros(0, np.uint64), np.zeros((0, n), np.bool_), np.zeros(n, np.int64),
+                         one, True, np.zeros(0, np.uint64), np.zeros((0, n), np.bool_), np.zeros(n, np.int64),
                          np.zeros((1, 3), np.int16), np.ones(n), last, np.zeros((n, n)), 0.05, 2.5, 0.0, 0.0, 4.0,
                          False, False)  # fmt: skip
     slots, counts = sum_by_slot(one, ones)

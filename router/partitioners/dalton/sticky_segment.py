@@ -98,6 +98,7 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     inv: IntP,
     hot: Bools,
     head: Bools,
+    head_rows: IntP,
     head_empty: bool,
     shared_ids: npt.NDArray[np.uint64],
     shared_rows: Bools,
@@ -116,7 +117,9 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
 ) -> tuple[IntP, I64, int]:
     """Place one segment; returns each tuple's combiner, the pieces ``(key, combiner, tuples)`` and their number.
 
-    Updates ``last_comb`` (the keys' last whole combiners) and ``tail_pairs`` in place. ``shared_ids`` (sorted)
+    ``head[head_rows[i]]`` marks the combiners that hold key ``i`` (the slide's pairs, rows by slot; or, for a
+    router catching up, the window's, one row per key). Updates ``last_comb`` (the keys' last whole combiners) and
+    ``tail_pairs`` in place. ``shared_ids`` (sorted)
     and ``shared_rows`` are the combiner sets valid in this scope (empty when none are). ``forecast`` is the
     tuples the scope is expected to hold in all (0: unknown); one router measures a held key's allowance
     against it, at most ``ahead`` times the level (see :mod:`.placement_sticky`).
@@ -127,7 +130,7 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     if not head_empty:
         for i in range(k):
             for c in range(n):
-                held[i, c] = head[slots[i], c]
+                held[i, c] = head[head_rows[i], c]
     m_shared = shared_ids.shape[0]
     if m_shared:
         for i in range(k):
