@@ -1,0 +1,100 @@
+"""One Dalton router over the sweep's grid while it catches up on a backlog: micro-batches that span many slides.
+
+A Spark job catching up reads ``maxRecordsPerTrigger`` records per micro-batch, which can span many of the
+route's slides, and Spark's cut falls wherever that many records end, not on a slide's start. Per cell of
+:func:`benchmarks.sweep.grid`: one router with slide ``W / slides`` (window 12 slides), told it is catching up
+(``set_backlog(True)``, as the data plane tells it), fed the sweep's random router batches; then max/mean and
+replication per micro-batch of ``W`` tuples starting ``offset * W`` tuples into the stream, and the floor of
+those micro-batches. A cell is over when max/mean > 1.05 or replication > floor + 0.05.
+
+Prints one line per cell and the totals, and writes ``backlog-grid.json`` to ``--out``::
+
+    python -m benchmarks.backlog_grid --window 50000 --slides 10 --offset 0.37
+    python -m benchmarks.backlog_grid --window 50000 --slides 10 --offset 0 --live   # the flag off
+
+Run it on a worktree of an older commit (``PYTHONPATH=<worktree>``) for a side-by-side comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from benchmarks.sweep import REPLICATION_ALLOWANCE, grid, replication_floor, stream_keys
+from router.choose.measure import unaligned_batches
+from router.partitioners import create
+from router.partitioners.metrics import BALANCE_TARGET
+
+__all__ = ["cell_quality", "main"]
+
+
+def cell_quality(
+    keys: npt.NDArray[np.int64], n: int, window: int, slides: int, offset: int, *, backlog: bool = True
+) -> tuple[float, float, float]:
+    """``(max/mean, replication, floor)``: means over the micro-batches of ``window`` tuples from ``offset``."""
+    slide = max(1, window // slides)
+    part = create("dalton", n, window=12 * slide, slide=slide, seed=1)
+    part.set_backlog(backlog)
+    times = np.arange(keys.shape[0], dtype=np.int64)
+    out = np.empty(keys.shape[0], dtype=np.int64)
+    for a, b in unaligned_batches(keys.shape[0]):
+        out[a:b] = part.assign(keys[a:b], times[a:b])
+    ratios, reps = [], []
+    for start in range(offset, keys.shape[0] - window + 1, window):
+        k, c = keys[start : start + window], out[start : start + window]
+        _, inverse = np.unique(k, return_inverse=True)
+        reps.append(np.unique(inverse.reshape(-1) * n + c).size / (int(inverse.max()) + 1))
+        load = np.bincount(c, minlength=n)
+        ratios.append(float(load.max() / load.mean()))
+    floor = replication_floor(keys[offset:], n, window)
+    return float(np.mean(ratios)), float(np.mean(reps)), floor
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the grid (see the module doc)."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.backlog_grid", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--window", type=int, default=50_000, help="tuples per Spark micro-batch (W)")
+    ap.add_argument("--slides", type=int, default=10, help="the route's slides per micro-batch")
+    ap.add_argument("--offset", type=float, default=0.37, help="where the first micro-batch starts, in W")
+    ap.add_argument("--live", action="store_true", help="do not tell the router it catches up")
+    ap.add_argument("--out", type=Path, default=Path("."), help="folder for backlog-grid.json")
+    args = ap.parse_args(argv)
+    offset = int(args.offset * args.window)
+    streams: dict[str, npt.NDArray[np.int64]] = {}
+    rows: list[dict[str, Any]] = []
+    for cell in grid(windows=(args.window,)):
+        if cell.spec not in streams:
+            streams[cell.spec] = stream_keys(cell.spec)
+        ratio, rep, floor = cell_quality(
+            streams[cell.spec], cell.n, args.window, args.slides, offset, backlog=not args.live
+        )
+        over = ratio > BALANCE_TARGET or rep > floor + REPLICATION_ALLOWANCE
+        rows.append({"cell": cell.label, "n": cell.n, "ratio": ratio, "replication": rep, "floor": floor, "over": over})
+        print(f"{cell.label:24s} n={cell.n:2d}  {ratio:.3f} / {rep:.3f}  (floor {floor:.3f}){'  over' if over else ''}")
+    summary = {
+        "cells": len(rows),
+        "over": sum(r["over"] for r in rows),
+        "over_balance": sum(r["ratio"] > BALANCE_TARGET for r in rows),
+        "over_replication": sum(r["replication"] > r["floor"] + REPLICATION_ALLOWANCE for r in rows),
+        "max_ratio": max(r["ratio"] for r in rows),
+        "mean_excess": statistics.mean(r["replication"] - r["floor"] for r in rows),
+    }
+    print(
+        f"over the targets: {summary['over']} of {summary['cells']} (max/mean {summary['over_balance']}, "
+        f"replication {summary['over_replication']}); worst max/mean {summary['max_ratio']:.3f}; "
+        f"mean replication over the floor {summary['mean_excess']:.4f}"
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    options = {"window": args.window, "slides": args.slides, "offset": args.offset, "live": args.live}
+    (args.out / "backlog-grid.json").write_text(json.dumps({"options": options, "summary": summary, "cells": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
