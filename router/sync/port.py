@@ -222,7 +222,7 @@ class DirectPort:
             gl = round(gl * float(p.stats_window) / (period * self.window_per_clock))
         if gl:
             message = {**message, "global_load": gl}
-        p.apply_global(message)  # sets L = GL
+        p.apply_global({**message, "members": members})  # sets L = GL; a router alone stays alone
         if gl:
             self.global_load = gl
             self._own_load = own

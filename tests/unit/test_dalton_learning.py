@@ -76,6 +76,23 @@ def test_sync_payload_and_global_message() -> None:
         part.apply_global({"qtable": {top: [0.0]}})
 
 
+@pytest.mark.parametrize(("routers", "members", "cooperative"), [(1, 1, False), (1, 2, True), (2, 1, True)])
+def test_a_router_alone_in_its_sync_rounds_keeps_its_own_placement(
+    routers: int, members: int, cooperative: bool
+) -> None:
+    # A lone worker syncs too (its GLOBAL lists it alone): it keeps planning its scopes as one router does. A
+    # worker configured alone whose round lists peers takes the rule routers share; one configured with peers
+    # has it from the start.
+    part = P.create("dalton", n=N, window=12_000, slide=1_000, seed=1, routers=routers)
+    keys = zipf_keys(4_000, 1.0, 500, 5)
+    part.assign(keys[:2_000], np.arange(2_000))
+    part.sync_payload()
+    assert part.cooperative == (routers > 1)  # a SYNC alone does not tell it of peers
+    part.apply_global({"qtable": {}, "hot": [], "expire": [], "global_load": 2_000, "members": members})
+    assert part.cooperative == cooperative and not part.awaiting
+    part.assign(keys[2_000:], np.arange(2_000, 4_000))
+
+
 def test_own_threshold_ignores_the_global_load() -> None:
     """A GLOBAL's load sets the hot threshold; the share of hot tuples is this router's own."""
     part = make(window=60_000, slide=1_000)

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from benchmarks.sync_bench.slow_reducer import SlowReducerNode
+from benchmarks.workloads import zipf_keys
 from router.choose.inprocess import InProcessBus, SyncOptions, make_bus
 from router.partitioners.dalton import DaltonPartitioner
 from router.sync import DsyncPolicy, NodeConfig, SyncNode
@@ -194,6 +195,25 @@ def test_dalton_routers_agree_on_global_hot_keys_and_rows() -> None:
         for k, row in g.q_table.items():
             assert p.qtable.rows[int(k)].q == pytest.approx(row)  # applied at the round, nothing buffered since
     assert bus.summary()["rounds"] == g.round + 1
+
+
+@pytest.mark.parametrize("routers", [1, 2])
+def test_a_lone_dalton_router_that_syncs_keeps_its_own_placement(routers: int) -> None:
+    # One worker runs the protocol too: its rounds list it alone, and it keeps planning its scopes as one router.
+    # Two workers' rounds list both, and each takes the rule routers share.
+    parts = [DaltonPartitioner(8, window=12_000, slide=1_000, seed=i) for i in range(routers)]
+    bus = make_bus(parts, SyncOptions(dsync=1000))
+    assert bus is not None
+    keys = zipf_keys(40_000, 1.0, 1_000, 5)
+    clock = 0
+    for a in range(0, keys.size, 500):
+        for p in parts:
+            p.assign(keys[a : a + 500], np.arange(clock, clock + 500))
+        clock += 500
+        bus.tick(float(clock))
+    g = bus.nodes[0].last_global
+    assert g is not None and len(g.members) == routers and bus.summary()["rounds"] >= 5
+    assert [p.cooperative for p in parts] == [routers > 1] * routers
 
 
 # -- the benchmark's sync path ------------------------------------------------------------------------------

@@ -171,7 +171,7 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.cand: npt.NDArray[np.int16] = np.zeros((_INITIAL_SLOTS, 3), dtype=np.int16)
         self.records_since_sync = 0
         self.awaiting = False
-        self.cooperative = cfg.routers > 1  # several routers read the same keys (also set by a sync or merge)
+        self.cooperative = cfg.routers > 1  # several routers read the same keys (also: a merge, a GLOBAL with peers)
         #: each router sees only its own keys (raw topic partitioned by the key; "auto" is resolved by the route)
         self.own_keys = cfg.raw_keys == "partitioned"
         self.sync_block = -1  # the scope of the last SYNC sent

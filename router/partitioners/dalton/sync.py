@@ -24,7 +24,12 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
         {"qtable": {key_id: [q...]},   # global rows: replace the local ones (new keys become hot)
          "hot": [key_id, ...],          # globally hot keys (f > GL / n): hot through the next window
          "expire": [key_id, ...],       # keys to drop from the Q-table now
-         "global_load": int}            # GL: becomes the load estimate of the L / n threshold
+         "global_load": int,            # GL: becomes the load estimate of the L / n threshold
+         "members": int}                # routers in the round (the port adds it; missing: 2)
+
+    A router configured alone (``routers: 1``) whose round lists it alone stays a router alone: its own
+    placement and plan, no shared sets or first-choice rule (they would be its own). One whose round lists
+    peers cooperates from then on.
 
     Every field is optional. The buffered rewards are then replayed (Eq. 5) onto the global rows and the
     router returns to PREPARE. A router that never gets an answer keeps routing correctly (local learning).
@@ -156,7 +161,6 @@ def make_payload(p: Learner) -> dict[str, Any]:
     for r in rows.values():
         r.weight = 0
     p.awaiting = True
-    p.cooperative = True
     p.sync_block = p.win.block
     return payload
 
@@ -208,9 +212,17 @@ def _row(values: Sequence[float], n: int, key: int) -> list[float]:
 
 
 def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
-    """Apply a GLOBAL message and replay the buffered rewards (see the module doc)."""
+    """Apply a GLOBAL message and replay the buffered rewards (see the module doc).
+
+    ``members`` (optional; the routers whose SYNCs the round counted): a router alone in it, and configured
+    as the only one (``routers: 1``), stays a router alone and keeps its own placement (see the module doc).
+    """
     table = p.qtable
-    if p.placement == "sticky":  # rows are combiner sets: positive where some router holds the key
+    if int(message.get("members", 2)) > 1:
+        p.cooperative = True  # peers route this route's keys: the tail takes the rule every router shares
+    if p.placement == "sticky" and not p.cooperative:  # alone: its own sets come back, nothing to share
+        message = {**message, "qtable": {}, "hot": [k for k in message.get("hot", ()) if int(k) != ACCEPT_KEY]}
+    elif p.placement == "sticky":  # rows are combiner sets: positive where some router holds the key
         rows = {int(k): _row(vals, p.n, int(k)) for k, vals in dict(message.get("qtable", {})).items()}
         accept = rows.pop(ACCEPT_KEY, None)
         sets = {k: [v > 0 for v in vals] for k, vals in rows.items()}
@@ -237,7 +249,6 @@ def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
     table.replay(p.buffer, p.cfg.gamma)
     p.buffer = []
     p.awaiting = False
-    p.cooperative = True
     p.last_global_block = p.win.block
 
 
