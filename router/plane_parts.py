@@ -321,14 +321,16 @@ class CatchUp:
     event time passes: a restart, or a backlog. Then the window clock is more than ``behind_ms`` behind wall
     clock, and it advances at least ``pace`` times as fast as wall clock. The pace is measured from an anchor
     ``(wall, clock)`` moved every ``span_s`` of wall time, and judged once ``settle_s`` of wall time has passed
-    since the anchor (before that the last judgement holds; at the start, not catching up). A live route whose
-    event times lag wall clock (a source that delivers late) advances at pace 1: not a backlog.
+    since the anchor (before that the last judgement holds). At the start a clock that far behind is taken as
+    catching up, as a worker restarted on a backlog is, until the pace says otherwise: the first batches of a
+    catch-up would otherwise be placed slide by slide. A live route whose event times lag wall clock (a source
+    that delivers late) advances at pace 1: not a backlog, from its second batch on.
     """
 
     def __init__(self, behind_ms: float, pace: float = 2.0, span_s: float = 1.0, settle_s: float = 0.05) -> None:
         self.behind_ms, self.pace, self.span_s, self.settle_s = behind_ms, pace, span_s, settle_s
         self._anchor: tuple[float, int] | None = None
-        self._fast = False
+        self._fast = True
 
     def update(self, wall_ms: int, clock_ms: int) -> bool:
         """Judge a batch whose window clock ends at ``clock_ms`` (routed at ``wall_ms``); whether to catch up."""

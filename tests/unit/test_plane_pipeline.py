@@ -367,7 +367,7 @@ def test_tansu_partitions_never_committed_start_at_zero(strategy: str) -> None:
 
 @pytest.mark.parametrize(
     ("age_s", "advance_ms", "behind"),
-    [(3_600.0, 60_000, True), (3_600.0, 100, False), (0.0, 60_000, False)],
+    [(3_600.0, 60_000, True), (3_600.0, 100, False), (0.0, 100, False)],
     ids=["catching-up", "late-source-live", "live"],
 )
 def test_a_batch_far_behind_wall_clock_and_catching_up_tells_the_partitioner_it_is_a_backlog(
@@ -385,15 +385,16 @@ def test_a_batch_far_behind_wall_clock_and_catching_up_tells_the_partitioner_it_
         ]
         plane._batch()
         time.sleep(0.1)  # the pace is judged over at least 50 ms of wall clock
-    assert told == [False, behind] and len(broker.produced) == 2 * len(B1)
+    assert told == [age_s > 0, behind] and len(broker.produced) == 2 * len(B1)  # first: behind is enough
 
 
 def test_catching_up_needs_the_window_clock_behind_and_faster_than_wall_clock() -> None:
     up = CatchUp(behind_ms=2_000, pace=2.0, span_s=1.0, settle_s=0.05)
     wall, clock = 1_000_000_000, 900_000_000  # a day behind
-    assert up.update(wall, clock) is False  # no pace yet
-    assert up.update(wall + 20, clock + 30_000) is False  # under settle_s: the last judgement holds
-    assert up.update(wall + 100, clock + 60_000) is True  # 60 s of event time in 0.1 s of wall clock
+    assert up.update(wall, clock) is True  # no pace yet: a clock a day behind at the start is a catch-up
+    assert up.update(wall + 20, clock + 30) is True  # under settle_s: the last judgement holds
+    assert up.update(wall + 100, clock + 60) is False  # 60 ms of event time in 0.1 s of wall clock: live
+    assert up.update(wall + 200, clock + 60_000) is True  # 60 s of event time in 0.2 s
     assert up.update(wall + 1_100, clock + 61_000) is True  # 61 s in 1.1 s since the anchor: the anchor moves
     assert up.update(wall + 1_600, clock + 61_500) is False  # from the new anchor, at wall clock's pace
     near = CatchUp(behind_ms=2_000)
