@@ -220,13 +220,12 @@ def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
     table = p.qtable
     if int(message.get("members", 2)) > 1:
         p.cooperative = True  # peers route this route's keys: the tail takes the rule every router shares
-    if p.placement == "sticky" and not p.cooperative:  # alone: its own sets come back, nothing to share
-        message = {**message, "qtable": {}, "hot": [k for k in message.get("hot", ()) if int(k) != ACCEPT_KEY]}
-    elif p.placement == "sticky":  # rows are combiner sets: positive where some router holds the key
+    if p.placement == "sticky":  # rows are combiner sets: positive where some router holds the key
         rows = {int(k): _row(vals, p.n, int(k)) for k, vals in dict(message.get("qtable", {})).items()}
         accept = rows.pop(ACCEPT_KEY, None)
         sets = {k: [v > 0 for v in vals] for k, vals in rows.items()}
-        if p.sync_block == p.win.block:  # sets (and fits) of an earlier scope are not shared
+        # sets (and fits) of an earlier scope are not shared; a router alone would get its own back
+        if p.cooperative and p.sync_block == p.win.block:
             share(p, sets)
             if accept is not None:  # the routers' rule from the next scope on (see the module doc)
                 p.next_accept = np.clip(np.asarray(accept, dtype=np.float64), 0.0, 1.0)
