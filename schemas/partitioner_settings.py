@@ -134,14 +134,15 @@ class DaltonSettings(_Base):
         1,
         ge=1,
         description="sticky: router instances reading the route's keys; with several, the tail takes the first "
-        "choice every router shares from the first tuple on (as it does once a sync has happened)",
+        "choice every router shares from the first tuple on (as it does once a sync has happened); not used when "
+        "raw_keys is partitioned",
     )
     raw_keys: Literal["auto", "shared", "partitioned"] = Field(
         "auto",
         description="sticky: partitioned = each raw partition holds its own keys (the raw topic is partitioned "
-        "by the routing key), so a router keeps a key on the combiner it last had it on, slide after slide; shared = "
-        "routers may see the same keys, which then go back to the first choice every router shares; auto = "
-        "partitioned when the route's key is the Kafka message key, shared otherwise",
+        "by the routing key), so each router places its keys as one router does, on its own tuples, whatever its "
+        "peers sync; shared = routers may see the same keys, which then go back to the first choice every router "
+        "shares; auto = partitioned when the route's key is the Kafka message key, shared otherwise",
     )
     epsilon: float = Field(0.1, ge=0, le=1, description="bandit: exploration probability")
     gamma: float = Field(0.1, gt=0, le=1, description="bandit: learning rate of the Q update")

@@ -41,6 +41,7 @@ class SyncablePartitioner(Protocol):
 
     name: ClassVar[str]
     key_forwarding: bool  # Sec. 4.2 flags on (the port turns them off when several routers sync too rarely)
+    independent: bool  # its keys are its own and it places them alone: the global load is not its threshold
     _forward: Any  # the last batch's forwarding flags (cleared when forwarding is turned off)
 
     @property
@@ -212,7 +213,7 @@ class DirectPort:
         """``apply_global(message)``, the global load per window and the key-forwarding policy (Sec. 4.2)."""
         p = self.partitioner
         self._advance()
-        gl = int(message.get("global_load") or 0)
+        gl = 0 if p.independent else int(message.get("global_load") or 0)
         own = self._own_load if p.stats.index == self._gl_window else int(p.stats.prev_load)
         if gl and self._sent > 0 and own > 0:  # at this router's own pace (see the class doc)
             self._multiple = gl / self._sent

@@ -98,8 +98,7 @@ def _segment_args(rng: np.random.Generator, n: int, cooperative: bool) -> list[A
     last_comb = rng.integers(-1, n, capacity).astype(np.int16)
     return [slots, ids, counts, inv, rng.random(k) < 0.02, head, slots, False, by_id, shared_rows,
             rng.integers(0, 400, n).astype(np.int64), cand, rng.random(n), last_comb, np.zeros((n, n)),
-            0.05, 2.5, float(rng.integers(0, 3_000)), float(rng.integers(0, 6_000)), 4.0, cooperative,
-            bool(rng.random() < 0.5)]  # fmt: skip
+            0.05, 2.5, float(rng.integers(0, 3_000)), float(rng.integers(0, 6_000)), 4.0, cooperative]  # fmt: skip
 
 
 def test_the_compiled_segment_placement_is_its_python_twin() -> None:

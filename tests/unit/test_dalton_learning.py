@@ -93,6 +93,22 @@ def test_a_router_alone_in_its_sync_rounds_keeps_its_own_placement(
     part.assign(keys[2_000:], np.arange(2_000, 4_000))
 
 
+def test_a_router_that_owns_its_keys_takes_nothing_from_a_global_and_restores_alone() -> None:
+    part = P.create("dalton", n=N, window=12_000, slide=1_000, seed=1, routers=2, raw_keys="partitioned")
+    keys = zipf_keys(4_000, 1.0, 500, 5)
+    part.assign(keys[:2_000], np.arange(2_000))
+    load = part.stats.prev_load
+    part.sync_payload()
+    part.apply_global({"qtable": {7: [1.0] * N}, "hot": [7], "global_load": 40_000, "members": 2})
+    assert not part.cooperative and not part.awaiting and part.stats.prev_load == load and 7 not in part.hot_keys()
+    # a snapshot of the release before, where such a router cooperated, continues alone
+    part.cooperative = True
+    del part.independent
+    fresh = P.create("dalton", n=N, window=12_000, slide=1_000, seed=1, routers=2, raw_keys="partitioned")
+    fresh.restore(part.snapshot())
+    assert fresh.independent and not fresh.cooperative
+
+
 def test_own_threshold_ignores_the_global_load() -> None:
     """A GLOBAL's load sets the hot threshold; the share of hot tuples is this router's own."""
     part = make(window=60_000, slide=1_000)

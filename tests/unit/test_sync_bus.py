@@ -216,6 +216,34 @@ def test_a_lone_dalton_router_that_syncs_keeps_its_own_placement(routers: int) -
     assert [p.cooperative for p in parts] == [routers > 1] * routers
 
 
+@pytest.mark.parametrize("routers", [2, 4])
+def test_dalton_routers_that_own_their_keys_place_them_alone_while_they_sync(routers: int) -> None:
+    # Each router sees only its own keys (a raw topic keyed by the routing key): the peers' sets, first-choice
+    # rule, hot keys and load in a GLOBAL are about keys it never routes. Each places its keys as one router does,
+    # so the protocol changes no assignment: routers that sync route exactly as the same routers alone.
+    keys = zipf_keys(60_000, 0.8, 1_000, 5)
+    owner = keys % routers
+    outs = []
+    for synced in (True, False):
+        opts = {"routers": routers, "raw_keys": "partitioned"} if synced else {}
+        parts = [DaltonPartitioner(8, window=12_000, slide=1_000, seed=i, **opts) for i in range(routers)]
+        bus = make_bus(parts, SyncOptions(dsync=1000)) if synced else None
+        out = np.full(keys.size, -1)
+        for a in range(0, keys.size, 2_000):
+            for r, p in enumerate(parts):
+                mine = a + np.flatnonzero(owner[a : a + 2_000] == r)
+                p.set_backlog(True)
+                out[mine] = p.assign(keys[mine], mine // 5)
+            if bus is not None:
+                bus.tick(float(a // 5 + 400))
+        if bus is not None:
+            g = bus.nodes[0].last_global
+            assert g is not None and len(g.members) == routers and bus.summary()["rounds"] >= 5
+            assert not any(p.cooperative for p in parts)
+        outs.append(out)
+    assert outs[0].tolist() == outs[1].tolist()
+
+
 # -- the benchmark's sync path ------------------------------------------------------------------------------
 def test_bench_runs_the_protocol_in_process() -> None:
     from benchmarks.bench import BenchSpec, run_bench

@@ -171,9 +171,13 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.cand: npt.NDArray[np.int16] = np.zeros((_INITIAL_SLOTS, 3), dtype=np.int16)
         self.records_since_sync = 0
         self.awaiting = False
-        self.cooperative = cfg.routers > 1  # several routers read the same keys (also: a merge, a GLOBAL with peers)
         #: each router sees only its own keys (raw topic partitioned by the key; "auto" is resolved by the route)
         self.own_keys = cfg.raw_keys == "partitioned"
+        #: sticky placement of keys no other router sees: this router places them as one router does, on its own
+        #: tuples and load, whatever its peers share (see :mod:`.sync`)
+        self.independent = self.own_keys and self.placement == "sticky"
+        #: several routers read the same keys (also: a merge, a GLOBAL with peers): the tail takes a shared rule
+        self.cooperative = cfg.routers > 1 and not self.independent
         self.sync_block = -1  # the scope of the last SYNC sent
         self.buffer: list[Reward] = []
         self.last_global_block = -1
@@ -342,6 +346,12 @@ class DaltonPartitioner(KeySlots, Partitioner):
         slots = self.slots.find(ids)
         frag = self.win.fragmentation(np.maximum(slots, 0), scope)
         return np.where(slots >= 0, frag, 0).tolist()
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        super()._load_state(state)
+        # a snapshot of a release whose routers owning their keys cooperated (before 2026-11-30) continues alone
+        self.independent = self.own_keys and self.placement == "sticky"
+        self.cooperative = self.cooperative and not self.independent
 
     # -- cooperative learning (sync.py) --------------------------------------------------------
     def sync_payload(self) -> dict[str, Any]:

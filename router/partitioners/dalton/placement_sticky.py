@@ -88,7 +88,6 @@ class StickyPlacer(Protocol):
     cand: Any
     accept: F64
     last_comb: Any
-    own_keys: Any
     last_total: float
     backlog: bool
     tail_pairs: F64
@@ -111,9 +110,9 @@ def place_sticky(
     in the last one tries that combiner first (one router: its planned home), so a micro-batch that spans
     several slides, as under a backlog, ships one partial for it, not one per slide. Cooperating routers
     keep the first choice they share, which carries over from scope to scope by itself; a key one put
-    elsewhere (its second choice, or a combiner it spilled to) goes back there only when no peer sees the key
-    (``raw_keys=partitioned``: then as with one router, against the previous scope's mean), else routers that
-    placed it differently would keep it apart. One router places a key that outgrows the
+    elsewhere (its second choice, or a combiner it spilled to) does not go back there, else routers that
+    placed it differently would keep it apart. Routers that own their keys (``raw_keys=partitioned``) do not
+    cooperate here: each places its keys as one router does. One router places a key that outgrows the
     combiners holding it up to the hold cap, then on one more (whole on the least loaded, or on the ones
     with the most room): a large key reaches as few combiners as its size needs.
 
@@ -155,7 +154,6 @@ def place_sticky(
         p.scope_forecast(inv.shape[0]),
         HOLD_AHEAD,
         bool(p.cooperative),
-        bool(p.own_keys),
     )
     p.win.add(slots[buf[:rows, 0]], buf[:rows, 1].astype(np.intp), buf[:rows, 2])
     return out
@@ -209,7 +207,7 @@ def warm() -> None:
     place_sticky_segment(one, np.zeros(1, np.uint64), ones, one, np.zeros(1, np.bool_), np.zeros((1, n), np.bool_),
                          one, True, np.zeros(0, np.uint64), np.zeros((0, n), np.bool_), np.zeros(n, np.int64),
                          np.zeros((1, 3), np.int16), np.ones(n), last, np.zeros((n, n)), 0.05, 2.5, 0.0, 0.0, 4.0,
-                         False, False)  # fmt: skip
+                         False)  # fmt: skip
     slots, counts = sum_by_slot(one, ones)
     plan_scope(slots, counts, last, n, 1.0, 64.0, 0.0)
     table = SlotTable(4)

@@ -113,7 +113,6 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     forecast: float,
     ahead: float,
     cooperative: bool,
-    own_keys: bool,
 ) -> tuple[IntP, I64, int]:
     """Place one segment; returns each tuple's combiner, the pieces ``(key, combiner, tuples)`` and their number.
 
@@ -193,9 +192,7 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     n_back = 0
     for j in range(new.shape[0]):
         i = new[j]
-        ok = last[i] >= 0
-        if cooperative:  # peers that see the key may have put it elsewhere: only a router that owns it goes back
-            ok = ok and own_keys
+        ok = last[i] >= 0 and not cooperative  # peers that see the key may have put it elsewhere
         again[j] = ok
         if ok:
             n_back += 1
@@ -220,7 +217,7 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     rows = 0
     if n_back:
         basis = max(level, last_total / n)
-        room, hold = basis * (1 + balance), basis * (1 + 2 * balance)  # one router, or one that owns its keys
+        room, hold = basis * (1 + balance), basis * (1 + 2 * balance)
         rows = place_keys(back, counts, c1, c2, held, loads, room, hold, buf, False, one)
     if cooperative:
         spill = max(level, last_total / n) * (1.0 + 2.0 * balance)

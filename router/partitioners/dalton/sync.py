@@ -29,7 +29,9 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
 
     A router configured alone (``routers: 1``) whose round lists it alone stays a router alone: its own
     placement and plan, no shared sets or first-choice rule (they would be its own). One whose round lists
-    peers cooperates from then on.
+    peers cooperates from then on. A router whose keys are its own under sticky placement
+    (``raw_keys=partitioned``: no peer sees them) takes nothing from a GLOBAL but the end of AWAIT: its
+    peers' sets, rule, hot keys and load are about keys it never routes, and it balances its own tuples.
 
     Every field is optional. The buffered rewards are then replayed (Eq. 5) onto the global rows and the
     router returns to PREPARE. A router that never gets an answer keeps routing correctly (local learning).
@@ -45,7 +47,8 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
 ``router.merge(peer_states)``
     In-process cooperative learning from :class:`PartitionerState` snapshots: the Q-table becomes the
     frequency-weighted average (:func:`~.bandit.weighted_average`) of this router's and the peers' rows;
-    keys only peers know become hot here. Independent of the order of the peers.
+    keys only peers know become hot here. Independent of the order of the peers. A router whose keys are
+    its own (see ``apply_global``) checks the peers' states and keeps its own.
 
 Sticky placement (the default). What routers share is where their split and hot keys are in the current
 scope (micro-batch): the SYNC's ``qtable`` row of such a key is its combiner set in the sender's current
@@ -91,6 +94,7 @@ class Learner(Protocol):
     buffer: Any
     awaiting: Any
     cooperative: Any
+    independent: Any
     last_global_block: Any
     records_since_sync: Any
     sync_counts: Any
@@ -217,6 +221,10 @@ def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
     ``members`` (optional; the routers whose SYNCs the round counted): a router alone in it, and configured
     as the only one (``routers: 1``), stays a router alone and keeps its own placement (see the module doc).
     """
+    if p.independent:  # its keys are its own: nothing in the message is about them (see the module doc)
+        leave_await(p)
+        p.last_global_block = p.win.block
+        return
     table = p.qtable
     if int(message.get("members", 2)) > 1:
         p.cooperative = True  # peers route this route's keys: the tail takes the rule every router shares
@@ -269,11 +277,15 @@ def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
         table = peer.get("qtable")
         if not isinstance(table, QTable):
             raise ValueError("peer state holds no Dalton Q-table")
+        if p.independent:  # its keys are its own: the peers' tables are about other keys
+            continue
         tables.append(table)
         accepts.append(peer.get("fit"))
         win = peer.get("win")
         if p.placement == "sticky" and win is not None and win.block == p.win.block:
             share(p, scope_sets(_PeerView(peer)))
+    if p.independent:
+        return
     if p.placement == "sticky" and peers:
         p.cooperative = True  # peers route the same keys: the tail takes the rule every router shares
         fits = [np.asarray(p.fit)] + [np.asarray(a) for a in accepts if a is not None]
