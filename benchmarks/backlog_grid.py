@@ -6,11 +6,14 @@ route's slides, and Spark's cut falls wherever that many records end, not on a s
 (``set_backlog(True)``, as the data plane tells it), fed the sweep's random router batches; then max/mean and
 replication per micro-batch of ``W`` tuples starting ``offset * W`` tuples into the stream, and the floor of
 those micro-batches. A cell is over when max/mean > 1.05 or replication > floor + 0.05.
+With ``--routers P``: P routers that own their keys (``raw_keys=partitioned``, each fed the keys of its own
+raw partitions, as a raw topic keyed by the routing key is read), merging snapshots every few batches.
 
 Prints one line per cell and the totals, and writes ``backlog-grid.json`` to ``--out``::
 
     python -m benchmarks.backlog_grid --window 50000 --slides 10 --offset 0.37
     python -m benchmarks.backlog_grid --window 50000 --slides 10 --offset 0 --live   # the flag off
+    python -m benchmarks.backlog_grid --window 50000 --slides 10 --offset 0.37 --routers 4
 
 Run it on a worktree of an older commit (``PYTHONPATH=<worktree>``) for a side-by-side comparison.
 """
@@ -28,23 +31,50 @@ import numpy.typing as npt
 
 from benchmarks.sweep import REPLICATION_ALLOWANCE, grid, replication_floor, stream_keys
 from router.choose.measure import unaligned_batches
+from router.choose.runner import key_owner, sync_routers
 from router.partitioners import create
 from router.partitioners.metrics import BALANCE_TARGET
 
 __all__ = ["cell_quality", "main"]
 
+SYNC_TURNS = 4  # several routers merge their snapshots every this many batches of each
+
+
+def _route(keys: npt.NDArray[np.int64], n: int, slide: int, backlog: bool, routers: int) -> npt.NDArray[np.int64]:
+    """Every tuple's combiner: ``routers`` routers, each fed its own keys in random batches, in turn."""
+    opts: dict[str, Any] = {"routers": routers, "raw_keys": "partitioned"} if routers > 1 else {}
+    parts = [create("dalton", n, window=12 * slide, slide=slide, seed=1 + r, **opts) for r in range(routers)]
+    times = np.arange(keys.shape[0], dtype=np.int64)
+    owner = key_owner(keys, routers)
+    feeds = [np.flatnonzero(owner == r) for r in range(routers)]
+    cuts = [unaligned_batches(f.shape[0], seed=11 + r) for r, f in enumerate(feeds)]
+    out = np.full(keys.shape[0], -1, dtype=np.int64)
+    for part in parts:
+        part.set_backlog(backlog)
+    for turn in range(max(len(c) for c in cuts)):
+        for r, part in enumerate(parts):
+            if turn < len(cuts[r]):
+                a, b = cuts[r][turn]
+                sel = feeds[r][a:b]
+                out[sel] = part.assign(keys[sel], times[sel])
+        if routers > 1 and turn % SYNC_TURNS == SYNC_TURNS - 1:
+            sync_routers(parts)
+    return out
+
 
 def cell_quality(
-    keys: npt.NDArray[np.int64], n: int, window: int, slides: int, offset: int, *, backlog: bool = True
+    keys: npt.NDArray[np.int64],
+    n: int,
+    window: int,
+    slides: int,
+    offset: int,
+    *,
+    backlog: bool = True,
+    routers: int = 1,
 ) -> tuple[float, float, float]:
     """``(max/mean, replication, floor)``: means over the micro-batches of ``window`` tuples from ``offset``."""
     slide = max(1, window // slides)
-    part = create("dalton", n, window=12 * slide, slide=slide, seed=1)
-    part.set_backlog(backlog)
-    times = np.arange(keys.shape[0], dtype=np.int64)
-    out = np.empty(keys.shape[0], dtype=np.int64)
-    for a, b in unaligned_batches(keys.shape[0]):
-        out[a:b] = part.assign(keys[a:b], times[a:b])
+    out = _route(keys, n, slide, backlog, routers)
     ratios, reps = [], []
     for start in range(offset, keys.shape[0] - window + 1, window):
         k, c = keys[start : start + window], out[start : start + window]
@@ -63,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slides", type=int, default=10, help="the route's slides per micro-batch")
     ap.add_argument("--offset", type=float, default=0.37, help="where the first micro-batch starts, in W")
     ap.add_argument("--live", action="store_true", help="do not tell the router it catches up")
+    ap.add_argument("--routers", type=int, default=1, help="routers that own their keys (raw_keys=partitioned)")
     ap.add_argument("--out", type=Path, default=Path("."), help="folder for backlog-grid.json")
     args = ap.parse_args(argv)
     offset = int(args.offset * args.window)
@@ -72,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if cell.spec not in streams:
             streams[cell.spec] = stream_keys(cell.spec)
         ratio, rep, floor = cell_quality(
-            streams[cell.spec], cell.n, args.window, args.slides, offset, backlog=not args.live
+            streams[cell.spec], cell.n, args.window, args.slides, offset, backlog=not args.live, routers=args.routers
         )
         over = ratio > BALANCE_TARGET or rep > floor + REPLICATION_ALLOWANCE
         rows.append({"cell": cell.label, "n": cell.n, "ratio": ratio, "replication": rep, "floor": floor, "over": over})
@@ -91,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         f"mean replication over the floor {summary['mean_excess']:.4f}"
     )
     args.out.mkdir(parents=True, exist_ok=True)
-    options = {"window": args.window, "slides": args.slides, "offset": args.offset, "live": args.live}
+    options = {"window": args.window, "slides": args.slides, "offset": args.offset, "live": args.live,
+               "routers": args.routers}  # fmt: skip
     (args.out / "backlog-grid.json").write_text(json.dumps({"options": options, "summary": summary, "cells": rows}))
     return 0
 
