@@ -320,11 +320,13 @@ class CatchUp:
     Spark's micro-batches span many of the route's slides when the router routes records faster than their
     event time passes: a restart, or a backlog. Then the window clock is more than ``behind_ms`` behind wall
     clock, and it advances at least ``pace`` times as fast as wall clock. The pace is measured from an anchor
-    ``(wall, clock)`` moved every ``span_s`` of wall time, and judged once ``settle_s`` of wall time has passed
-    since the anchor (before that the last judgement holds). At the start a clock that far behind is taken as
-    catching up, as a worker restarted on a backlog is, until the pace says otherwise: the first batches of a
-    catch-up would otherwise be placed slide by slide. A live route whose event times lag wall clock (a source
-    that delivers late) advances at pace 1: not a backlog, from its second batch on.
+    ``(wall, clock)`` moved every ``span_s`` of wall time. A pace that fast counts once ``settle_s`` of wall time
+    has passed since the anchor; a slower one only over a whole span, so a worker that waits a moment (a commit,
+    its peers, a busy core) keeps catching up. A judgement switched back and forth moved keys between slides:
+    the rules differ. At the start a clock that far behind is taken as catching up, as a worker restarted on a
+    backlog is, until the pace says otherwise: the first batches of a catch-up would otherwise be placed slide
+    by slide. A live route whose event times lag wall clock (a source that delivers late) advances at pace 1:
+    not a backlog, after its first span.
     """
 
     def __init__(self, behind_ms: float, pace: float = 2.0, span_s: float = 1.0, settle_s: float = 0.05) -> None:
@@ -339,7 +341,9 @@ class CatchUp:
         wall0, clock0 = self._anchor
         elapsed = wall_ms / 1000 - wall0
         if elapsed >= self.settle_s:
-            self._fast = clock_ms - clock0 >= self.pace * elapsed * 1000
+            fast = clock_ms - clock0 >= self.pace * elapsed * 1000
+            if fast or elapsed >= self.span_s:  # slow only over a whole span (see the class doc)
+                self._fast = fast
             if elapsed >= self.span_s:
                 self._anchor = (wall_ms / 1000, clock_ms)
         return self._fast and wall_ms - clock_ms > self.behind_ms
