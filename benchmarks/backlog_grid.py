@@ -38,9 +38,10 @@ from router.partitioners.metrics import BALANCE_TARGET
 __all__ = ["cell_quality", "main"]
 
 SYNC_TURNS = 4  # several routers merge their snapshots every this many batches of each
+I64 = npt.NDArray[np.int64]
 
 
-def _route(keys: npt.NDArray[np.int64], n: int, slide: int, backlog: bool, routers: int) -> npt.NDArray[np.int64]:
+def _route(keys: I64, n: int, slide: int, backlog: bool, routers: int) -> I64:
     """Every tuple's combiner: ``routers`` routers, each fed its own keys in random batches, in turn."""
     opts: dict[str, Any] = {"routers": routers, "raw_keys": "partitioned"} if routers > 1 else {}
     parts = [create("dalton", n, window=12 * slide, slide=slide, seed=1 + r, **opts) for r in range(routers)]
@@ -63,14 +64,7 @@ def _route(keys: npt.NDArray[np.int64], n: int, slide: int, backlog: bool, route
 
 
 def cell_quality(
-    keys: npt.NDArray[np.int64],
-    n: int,
-    window: int,
-    slides: int,
-    offset: int,
-    *,
-    backlog: bool = True,
-    routers: int = 1,
+    keys: I64, n: int, window: int, slides: int, offset: int, *, backlog: bool = True, routers: int = 1
 ) -> tuple[float, float, float]:
     """``(max/mean, replication, floor)``: means over the micro-batches of ``window`` tuples from ``offset``."""
     slide = max(1, window // slides)
