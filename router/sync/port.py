@@ -41,12 +41,16 @@ class SyncablePartitioner(Protocol):
 
     name: ClassVar[str]
     key_forwarding: bool  # Sec. 4.2 flags on (the port turns them off when several routers sync too rarely)
-    independent: bool  # its keys are its own and it places them alone: the global load is not its threshold
     _forward: Any  # the last batch's forwarding flags (cleared when forwarding is turned off)
 
     @property
     def n(self) -> int:
         """Combiners."""
+        ...
+
+    @property
+    def independent(self) -> bool:
+        """Its keys are its own and it places them alone: the global load is not its threshold."""
         ...
 
     @property

@@ -103,7 +103,6 @@ def test_a_router_that_owns_its_keys_takes_nothing_from_a_global_and_restores_al
     assert not part.cooperative and not part.awaiting and part.stats.prev_load == load and 7 not in part.hot_keys()
     # a snapshot of the release before, where such a router cooperated, continues alone
     part.cooperative = True
-    del part.independent
     fresh = P.create("dalton", n=N, window=12_000, slide=1_000, seed=1, routers=2, raw_keys="partitioned")
     fresh.restore(part.snapshot())
     assert fresh.independent and not fresh.cooperative

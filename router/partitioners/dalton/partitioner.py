@@ -173,9 +173,6 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.awaiting = False
         #: each router sees only its own keys (raw topic partitioned by the key; "auto" is resolved by the route)
         self.own_keys = cfg.raw_keys == "partitioned"
-        #: sticky placement of keys no other router sees: this router places them as one router does, on its own
-        #: tuples and load, whatever its peers share (see :mod:`.sync`)
-        self.independent = self.own_keys and self.placement == "sticky"
         #: several routers read the same keys (also: a merge, a GLOBAL with peers): the tail takes a shared rule
         self.cooperative = cfg.routers > 1 and not self.independent
         self.sync_block = -1  # the scope of the last SYNC sent
@@ -347,10 +344,17 @@ class DaltonPartitioner(KeySlots, Partitioner):
         frag = self.win.fragmentation(np.maximum(slots, 0), scope)
         return np.where(slots >= 0, frag, 0).tolist()
 
+    @property
+    def independent(self) -> bool:
+        """Sticky placement of keys no other router sees: placed as one router does, whatever peers share.
+
+        The router balances its own tuples on its own load (see :mod:`.sync`).
+        """
+        return bool(self.own_keys) and self.placement == "sticky"
+
     def _load_state(self, state: dict[str, Any]) -> None:
         super()._load_state(state)
         # a snapshot of a release whose routers owning their keys cooperated (before 2026-11-30) continues alone
-        self.independent = self.own_keys and self.placement == "sticky"
         self.cooperative = self.cooperative and not self.independent
 
     # -- cooperative learning (sync.py) --------------------------------------------------------

@@ -94,7 +94,6 @@ class Learner(Protocol):
     buffer: Any
     awaiting: Any
     cooperative: Any
-    independent: Any
     last_global_block: Any
     records_since_sync: Any
     sync_counts: Any
@@ -105,6 +104,11 @@ class Learner(Protocol):
     sync_block: Any
     fit: Any
     next_accept: Any
+
+    @property
+    def independent(self) -> bool:
+        """Its keys are its own: it takes nothing from peers (see the module doc)."""
+        ...
 
     def flush_sync_counts(self) -> None:
         """Add the pending per-segment counts to the sync counts."""
