@@ -213,12 +213,11 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
             c2[i] = c1[i]
         c1[i] = prev
     buf = np.empty((k + int(nheld.sum()) + 4 * n + 2, 3), np.int64)
-    one = not cooperative
     rows = 0
-    if n_back:
+    if n_back:  # one router only (cooperating routers never go back, above)
         basis = max(level, last_total / n)
         room, hold = basis * (1 + balance), basis * (1 + 2 * balance)
-        rows = place_keys(back, counts, c1, c2, held, loads, room, hold, buf, False, one)
+        rows = place_keys(back, counts, c1, c2, held, loads, room, hold, buf, False, True)
     if cooperative:
         spill = max(level, last_total / n) * (1.0 + 2.0 * balance)
         tail = np.concatenate((held1, fresh))

@@ -271,25 +271,18 @@ def leave_await(p: Learner) -> None:
 
 def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
     """Average this router's Q-table with the peers' (weighted by key frequency, order-independent)."""
+    loaded = [_peer_state(p, state) for state in peers]  # checked whatever this router does with them
+    if p.independent:  # its keys are its own: the peers' states are about other keys
+        return
     contributions: dict[int, list[tuple[float, list[float]]]] = {}
     tables = [p.qtable]
     accepts: list[Any] = []
-    for state in peers:
-        if state.name != p.name or state.params.get("n") != p.n:
-            raise ValueError(f"cannot merge state of {state.name!r} n={state.params.get('n')} into dalton n={p.n}")
-        peer = pickle.loads(state.data)
-        table = peer.get("qtable")
-        if not isinstance(table, QTable):
-            raise ValueError("peer state holds no Dalton Q-table")
-        if p.independent:  # its keys are its own: the peers' tables are about other keys
-            continue
-        tables.append(table)
+    for peer in loaded:
+        tables.append(peer["qtable"])
         accepts.append(peer.get("fit"))
         win = peer.get("win")
         if p.placement == "sticky" and win is not None and win.block == p.win.block:
             share(p, scope_sets(_PeerView(peer)))
-    if p.independent:
-        return
     if p.placement == "sticky" and peers:
         p.cooperative = True  # peers route the same keys: the tail takes the rule every router shares
         fits = [np.asarray(p.fit)] + [np.asarray(a) for a in accepts if a is not None]
@@ -305,6 +298,16 @@ def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
             p.qtable.rows[key] = QRow(q, window + 1)
         else:
             mine.q = q
+
+
+def _peer_state(p: Learner, state: PartitionerState) -> dict[str, Any]:
+    """A peer's unpickled state; :class:`ValueError` unless it is a Dalton state with this router's ``n``."""
+    if state.name != p.name or state.params.get("n") != p.n:
+        raise ValueError(f"cannot merge state of {state.name!r} n={state.params.get('n')} into dalton n={p.n}")
+    peer: dict[str, Any] = pickle.loads(state.data)
+    if not isinstance(peer.get("qtable"), QTable):
+        raise ValueError("peer state holds no Dalton Q-table")
+    return peer
 
 
 class _PeerView:
