@@ -65,11 +65,11 @@ from router.extract import BadRecord, Extracted, Extractor, RawMessage
 from router.observability import RouteMetrics, RouterMetrics, WindowTracker
 from router.partitioners import Partitioner
 from router.plane_align import EventTimeAlign
+from router.plane_clock import CatchUp, WindowClock
 from router.plane_health import PlaneHealth
 from router.plane_output import PlaneOutput
 from router.plane_parts import (
     PRODUCER_TUNING,
-    CatchUp,
     DataPlaneStats,
     DeliveryError,
     PendingBatch,
@@ -77,7 +77,6 @@ from router.plane_parts import (
     make_partitioner,
     next_offsets,
     offset_ranges,
-    window_clock,
 )
 from router.plane_peers import AlignChannel
 from router.plane_rebalance import PlaneMembership
@@ -92,7 +91,7 @@ PEER_WAIT_S = 0.01
 #: A batch whose latest event time is more than this many slides behind wall clock, routed while the window
 #: clock runs at least ``BACKLOG_PACE`` times as fast as wall clock, is a backlog being caught up: the
 #: partitioner is told (``set_backlog``), since Spark then reads micro-batches that span many slides
-#: (:class:`~router.plane_parts.CatchUp`).
+#: (:class:`~router.plane_clock.CatchUp`).
 BACKLOG_SLIDES = 2.0
 BACKLOG_PACE = 2.0
 
@@ -132,7 +131,8 @@ class RouteDataPlane:
         self.exactly_once = router.delivery == "exactly_once"
         self.window = WindowTracker(route.combiners, route.window.slide) if router.window_metrics else None
         self._count_window = route.window.kind == "count"
-        self._clock = 0  # window clock (see plane_parts.window_clock; partitioners need non-decreasing times)
+        self._clock = 0  # the count window's clock (tuples routed)
+        self._event_clock = WindowClock()  # see plane_clock: partitioners need non-decreasing times
         self._ahead_ms = route.time.max_ahead_ms  # event times above wall clock + this are dead-lettered/clamped
         self._clamp = route.time.too_far_ahead == "clamp"
         self._catch_up = CatchUp(BACKLOG_SLIDES * float(self.partitioner.slide), BACKLOG_PACE)
@@ -388,9 +388,9 @@ class RouteDataPlane:
             clock = np.arange(self._clock, self._clock + times.size, dtype=np.int64)
             self._clock += int(times.size)
         else:
-            clock = window_clock(times, self._clock)  # arrival order at the batch's event-time pace
-            self._clock = int(clock[-1])
-            self.metrics.event_clock.set(self._clock)
+            # arrival order at the raw partitions' mean pace in event time
+            clock = self._event_clock.stamp(times, np.asarray(ext.partitions, dtype=np.int64), time.monotonic())
+            self.metrics.event_clock.set(self._event_clock.now)
         times_or_none = None if self._count_window else clock
         if not self._count_window:
             self.partitioner.set_backlog(self._catch_up.update(limit_ms - self._ahead_ms, int(clock[-1])))

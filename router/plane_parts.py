@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import orjson
 from confluent_kafka import KafkaError, TopicPartition
 
@@ -22,7 +20,6 @@ from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
 __all__ = [
     "ATTEMPTS",
     "CONSUMER_TUNING",
-    "CatchUp",
     "PRODUCER_TUNING",
     "DataPlaneStats",
     "GROUP_MEMBERSHIP_ERRORS",
@@ -39,7 +36,6 @@ __all__ = [
     "tune_gc",
     "next_offsets",
     "offset_ranges",
-    "window_clock",
 ]
 
 #: Consumer settings of the data plane (large fetches: the loop wants whole batches at once).
@@ -289,61 +285,3 @@ def next_offsets(raw_topic: str, ext: Extracted) -> list[TopicPartition]:
         if p is not None and o is not None and o > last.get(p, -1):
             last[p] = o
     return [TopicPartition(raw_topic, p, o + 1) for p, o in last.items()]
-
-
-def window_clock(times: npt.NDArray[np.int64], last: int) -> npt.NDArray[np.int64]:
-    """The partitioner's window clock for one batch, in event-time ms, following *arrival order*.
-
-    A partitioner's windows (Dalton's statistics window, the window metrics) need a non-decreasing clock, and the
-    consumer downstream works in arrival order: Spark's micro-batches are offset ranges of the combiner topic, so a
-    record's micro-batch depends on when it was routed, not on its event time. Under a backlog a batch holds one
-    chunk per raw partition, each spanning the same stretch of event time; a running maximum of event times then
-    stamps every chunk after the first with the newest time, and whole chunks land in one statistics window, so a
-    partitioner would balance the wrong windows. Here the batch's records instead share the batch's advance of the
-    event time evenly in arrival order: from ``base = max(last, min(times) - 1)`` (so the first batch, or one after
-    a gap in event time, starts at its own earliest time) to ``max(base, max(times))``, record ``i`` of ``m``
-    getting ``base + (i + 1) * advance // m``. A batch in time order keeps nearly its own times; a chunked batch
-    spreads over the same span in the order Spark will read it.
-    """
-    m = int(times.size)
-    if m == 0:
-        return np.zeros(0, dtype=np.int64)
-    base = max(int(last), int(times.min()) - 1)
-    advance = max(0, int(times.max()) - base)
-    steps = np.arange(1, m + 1, dtype=np.int64)
-    return np.asarray(base + (steps * advance) // m, dtype=np.int64)
-
-
-class CatchUp:
-    """Whether a route is catching up on a backlog, judged batch by batch from its window clock and wall clock.
-
-    Spark's micro-batches span many of the route's slides when the router routes records faster than their
-    event time passes: a restart, or a backlog. Then the window clock is more than ``behind_ms`` behind wall
-    clock, and it advances at least ``pace`` times as fast as wall clock. The pace is measured from an anchor
-    ``(wall, clock)`` moved every ``span_s`` of wall time. A pace that fast counts once ``settle_s`` of wall time
-    has passed since the anchor; a slower one only over a whole span, so a worker that waits a moment (a commit,
-    its peers, a busy core) keeps catching up. A judgement switched back and forth moved keys between slides:
-    the rules differ. At the start a clock that far behind is taken as catching up, as a worker restarted on a
-    backlog is, until the pace says otherwise: the first batches of a catch-up would otherwise be placed slide
-    by slide. A live route whose event times lag wall clock (a source that delivers late) advances at pace 1:
-    not a backlog, after its first span.
-    """
-
-    def __init__(self, behind_ms: float, pace: float = 2.0, span_s: float = 1.0, settle_s: float = 0.05) -> None:
-        self.behind_ms, self.pace, self.span_s, self.settle_s = behind_ms, pace, span_s, settle_s
-        self._anchor: tuple[float, int] | None = None
-        self._fast = True
-
-    def update(self, wall_ms: int, clock_ms: int) -> bool:
-        """Judge a batch whose window clock ends at ``clock_ms`` (routed at ``wall_ms``); whether to catch up."""
-        if self._anchor is None:
-            self._anchor = (wall_ms / 1000, clock_ms)
-        wall0, clock0 = self._anchor
-        elapsed = wall_ms / 1000 - wall0
-        if elapsed >= self.settle_s:
-            fast = clock_ms - clock0 >= self.pace * elapsed * 1000
-            if fast or elapsed >= self.span_s:  # slow only over a whole span (see the class doc)
-                self._fast = fast
-            if elapsed >= self.span_s:
-                self._anchor = (wall_ms / 1000, clock_ms)
-        return self._fast and wall_ms - clock_ms > self.behind_ms

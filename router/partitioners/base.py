@@ -171,7 +171,7 @@ class Partitioner(ABC):
         self._load_state(pickle.loads(state.data))
 
     def set_backlog(self, behind: bool) -> None:  # noqa: B027 - optional hook
-        """Whether the router is catching up on a backlog (see ``plane_parts.CatchUp``); the default ignores it.
+        """Whether the router is catching up on a backlog (see ``plane_clock.CatchUp``); the default ignores it.
 
         While it catches up the consumer's micro-batches span many slides, so a partitioner may prefer
         placements that stay put from one slide to the next.

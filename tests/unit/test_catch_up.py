@@ -1,8 +1,8 @@
-"""When the data plane tells a partitioner it is catching up on a backlog (router.plane_parts.CatchUp)."""
+"""When the data plane tells a partitioner it is catching up on a backlog (router.plane_clock.CatchUp)."""
 
 from __future__ import annotations
 
-from router.plane_parts import CatchUp
+from router.plane_clock import CatchUp
 
 
 def test_catching_up_needs_the_window_clock_behind_and_faster_than_wall_clock() -> None:

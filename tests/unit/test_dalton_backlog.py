@@ -11,7 +11,7 @@ from router.choose.measure import unaligned_batches
 from router.choose.runner import key_owner
 from router.partitioners.metrics import measure as measure_windows
 from router.partitioners.metrics import replication_floor
-from router.plane_parts import window_clock
+from router.plane_clock import WindowClock
 
 TUPLES = 150_000
 PER_MS = 5  # tuples per millisecond of event time
@@ -67,12 +67,10 @@ def test_a_router_reading_a_keyed_topic_in_chunks_keeps_its_keys_in_place() -> N
     for backlog in (True, False):
         part = P.create("dalton", n=n, window=12 * SLIDE_MS, slide=SLIDE_MS, seed=1)
         part.set_backlog(backlog)
-        clock = 0
+        clock, owner = WindowClock(), key_owner(keys, parts).astype(np.int64)
         outs = []
-        for idx in batches:
-            stamp = window_clock(times[idx], clock)
-            clock = int(stamp[-1])
-            outs.append(np.asarray(part.assign(keys[idx], stamp)))
+        for i, idx in enumerate(batches):
+            outs.append(np.asarray(part.assign(keys[idx], clock.stamp(times[idx], owner[idx], i * 0.05))))
         order = np.concatenate(batches)
         results.append(_quality(keys[order], np.concatenate(outs), n))
     (ratio, rep, floor), (_, live_rep, _) = results
