@@ -389,7 +389,8 @@ class RouteDataPlane:
             self._clock += int(times.size)
         else:
             # arrival order at the raw partitions' mean pace in event time
-            clock = self._event_clock.stamp(times, np.asarray(ext.partitions, dtype=np.int64), time.monotonic())
+            parts = np.fromiter(ext.partitions, np.int64, len(ext.partitions))
+            clock = self._event_clock.stamp(times, parts, time.monotonic())
             self.metrics.event_clock.set(self._event_clock.now)
         times_or_none = None if self._count_window else clock
         if not self._count_window:

@@ -73,7 +73,7 @@ class WindowClock:
                 recent += 1
                 low = front if low is None else min(low, front)
         base = max(self.now, int(times.min()) - 1)
-        pace = self.now + advance // max(1, recent)
+        pace = (self.now or base) + advance // max(1, recent)  # the first batch starts at its earliest time
         end = max(base, min(newest, pace if low is None else max(pace, low)))
         steps = np.arange(1, m + 1, dtype=np.int64)
         clock = np.asarray(base + (steps * (end - base)) // m, dtype=np.int64)

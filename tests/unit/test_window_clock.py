@@ -167,7 +167,7 @@ def test_dalton_balance_as_spark_sees_it_under_chunked_batches() -> None:
 def test_dalton_catching_up_on_a_keyed_backlog_balances_the_micro_batches_spark_reads() -> None:
     # 40 slides of a keyed backlog, read by a consumer chunk by chunk; micro-batches of 50,000 records (ten
     # slides). With the clock before, the backlog ended in the first batch and the rest fell in one slide:
-    # max/mean 1.217 per micro-batch (replication 1.021, floor 1.007); now 1.057 (1.024)
+    # max/mean 1.217 per micro-batch (replication 1.021, floor 1.007); now 1.065 (1.038)
     keys, batches = _keyed_backlog()
     times = T0 + np.arange(keys.size, dtype=I64) // 5
     owner = key_owner(keys, 8)
@@ -182,3 +182,21 @@ def test_dalton_catching_up_on_a_keyed_backlog_balances_the_micro_batches_spark_
     floor = float(replication_floor(routed, index, 8).mean())
     ratio, rep = float(series.ratio.mean()), float(series.replication.mean())
     assert ratio <= 1.07 and rep <= floor + 0.05, (ratio, rep, floor)
+
+
+def test_the_data_plane_stamps_by_raw_partition() -> None:
+    from router.dataplane import RouteDataPlane
+    from router.extract_fields import Extracted
+    from router.observability import RouterMetrics
+    from schemas.settings import KafkaSettings, RouterSettings, RouteSettings
+
+    route = RouteSettings.model_validate({"raw_topic": "raw", "partitioner": {"name": "hash"}})
+    plane = RouteDataPlane(KafkaSettings(), RouterSettings(), route, RouterMetrics("w"), instance_id="w")
+    start = T0 - 3_600_000  # an hour's backlog
+    # one batch: 1,000 records of raw partition 0 over its first second, then all 1,000 of partition 1 (40 s)
+    times = [start + i for i in range(1_000)] + [start + 40 * i for i in range(1_000)]
+    parts = [0] * 1_000 + [1] * 1_000
+    ext = Extracted([f"k{i}" for i in range(2_000)], times, [None] * 2_000, [b"{}"] * 2_000, parts, list(range(2_000)))
+    plane._assign(ext, T0 + 3_600_000)
+    # the mean advance of the two partitions (1 s and 40 s): 20.5 s, not the batch's 40 s
+    assert abs(plane._event_clock.now - (start + 20_479)) <= 1, plane._event_clock.now - start
