@@ -78,7 +78,8 @@ def e2e_bench(
         "--rounds",
         min=1,
         max=20,
-        help="backlog drains of every configuration, the order reversed every other round (ratios paired per round)",
+        help="backlog drains of every configuration, the order reversed every other round (ratios paired per round; "
+        "the drain and partials targets on their medians)",
     ),
     warmup: int | None = typer.Option(
         None, "--warmup", min=0, help="records of each unreported warm-up pass (default: --records; 0: none)"

@@ -21,7 +21,7 @@ from typing import Any
 
 NOT_EXACT = " \\*"
 
-__all__ = ["goals", "lines", "order", "paired", "run_rounds", "summary"]
+__all__ = ["goals", "lines", "order", "paired", "partials", "run_rounds", "summary"]
 
 
 def order(configs: Sequence[str], round_: int) -> list[str]:
@@ -38,6 +38,7 @@ def summary(run: dict[str, Any], round_: int) -> dict[str, Any]:
     return out | {
         "steady_rate": spark["steady_rate"],
         "partials": spark.get("shuffled_partials"),
+        "groups": spark.get("groups"),  # (window, key) groups Spark aggregated, summed over the micro-batches
         "breakdown": spark.get("breakdown"),  # where a steady micro-batch's time went, us per record
         "spark_cpu_us_per_record": run["spark_cpu_us_per_record"],
         "router_cpu_us_per_record": run["router_cpu"]["us_per_record"],
@@ -96,6 +97,35 @@ def paired(doc: dict[str, Any], n: int) -> dict[str, dict[str, Any]]:
         row |= {"median": statistics.median(v), "low": min(v), "high": max(v)} if v else {"median": None}
         row["saved_median"] = statistics.median(row["saved"]) if row["saved"] else None
         row["router_median"] = statistics.median(row["router"]) if row["router"] else None
+    return out
+
+
+def partials(doc: dict[str, Any], n: int, config: str = "dalton", base: str = "hash") -> list[dict[str, Any]]:
+    """Per round at ``n``: ``config``'s shuffled partials against ``base``'s of the same round, both exact.
+
+    Each round routes the backlog again, and how the router workers' outputs interleave in the combiner topic
+    changes which (window, key) groups each micro-batch holds, so one round's ratio carries that noise (hash's
+    groups varied by up to 8 % between runs of one command). The median over rounds is the steadier figure.
+    Each entry: ``round``, ``ratio`` (``None`` when either drain failed, was not exact or has no count) and, when
+    both have them, ``per_group`` (each one's partials per group). Nothing with one round.
+    """
+    if _rounds(doc) < 2:
+        return []
+    out: list[dict[str, Any]] = []
+    for r, drains in sorted(_drains(doc, n).items()):
+        a, b = drains.get(config), drains.get(base)
+        if a is None and b is None:
+            continue
+        if a is None or b is None or "error" in a or "error" in b or not (a["exact"] and b["exact"]):
+            out.append({"round": r, "ratio": None})
+            continue
+        if not (a.get("partials") and b.get("partials")):
+            out.append({"round": r, "ratio": None})
+            continue
+        row: dict[str, Any] = {"round": r, "ratio": a["partials"] / b["partials"]}
+        if a.get("groups") and b.get("groups"):
+            row["per_group"] = (a["partials"] / a["groups"], b["partials"] / b["groups"])
+        out.append(row)
     return out
 
 

@@ -145,3 +145,31 @@ def test_issue_26_goals_compare_dalton_with_hash_on_the_backlog_for_any_profile(
     doc["runs"][-2]["spark"]["groups"], doc["runs"][-1]["spark"]["groups"] = 6_000, 6_000  # Spark's state rows
     note = {g["goal"]: g for g in goals(doc)}["n=8: Dalton partials / hash partials (backlog)"]["note"]
     assert "per (window, key) group of the micro-batches 1.100 against 1.000" in note
+
+
+def test_with_rounds_the_partials_goal_is_the_median_of_the_rounds_paired_ratios() -> None:
+    def run(config: str, partials: int) -> dict:
+        doc = _run(config, 8, 1000, {8: 1000}, 20)
+        doc["spark"] |= {"shuffled_partials": partials, "record_max_mean": 1.02, "groups": 6_000}
+        doc["exactness"] = {"exact": True}
+        doc |= {"spark_cpu_us_per_record": 1.0, "router_cpu": {"us_per_record": 1.0}}
+        return doc
+
+    def again(config: str, r: int, partials: int, exact: bool = True) -> dict:
+        return {"n": 8, "config": config, "round": r, "steady_rate": 1000.0, "partials": partials, "groups": 6_000,
+                "spark_cpu_us_per_record": 1.0, "router_cpu_us_per_record": 1.0, "exact": exact}  # fmt: skip
+
+    doc = _doc("light")
+    doc["options"]["rounds"] = 3
+    # round 1 alone reads 1.07x (missed); rounds 2 and 3 read 1.03x and 1.04x: the median is met
+    doc["runs"] = [run("hash", 6_000), run("dalton", 6_420)]
+    doc["rounds"] = [again("hash", 2, 6_000), again("dalton", 2, 6_180), again("dalton", 3, 6_240),
+                     again("hash", 3, 6_000)]  # fmt: skip
+    goal = {g["goal"]: g for g in goals(doc)}["n=8: Dalton partials / hash partials (backlog)"]
+    assert goal["value"] == pytest.approx(1.04) and goal["met"] is True
+    assert goal["note"].startswith("median of 3 rounds: 1.070 (1.070 per group), 1.030 (1.030 per group), 1.040")
+    assert "round 1: 6,420 against 6,000" in goal["note"]
+    doc["rounds"][-1] = again("hash", 3, 6_000, exact=False)  # a round not exact fails the goal
+    goal = {g["goal"]: g for g in goals(doc)}["n=8: Dalton partials / hash partials (backlog)"]
+    assert goal["met"] is False and "1 of 3 rounds failed or NOT exact" in goal["note"]
+    assert goal["value"] == pytest.approx(1.05)  # the median of the two exact rounds
