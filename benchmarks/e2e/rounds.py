@@ -72,11 +72,13 @@ def paired(doc: dict[str, Any], n: int) -> dict[str, dict[str, Any]]:
     (routing), with their medians (``saved_median``, ``router_median``).
 
     A round where either drain failed, or was not exact, gives no ratio for that configuration. Nothing for a run
-    of one round (its ratios against direct are the report's table).
+    of one round (its ratios against direct are the report's table), or without direct.
     """
     if _rounds(doc) < 2:
         return {}
     by_round = _drains(doc, n)
+    if not any("direct" in drains for drains in by_round.values()):  # a run without direct: nothing to pair with
+        return {}
     out: dict[str, dict[str, Any]] = {}
     for r, drains in sorted(by_round.items()):
         base = drains.get("direct")

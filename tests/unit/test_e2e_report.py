@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.demo.checks import weighted_record_max_mean as record_max_mean
+from benchmarks.e2e import rounds
 from benchmarks.e2e.goals import CANNOT_HELP, goals, verdict
 from benchmarks.e2e.report import _per_batch, _recheck_lines, _warm_line
 from spark_consumers.observability import BatchStats
@@ -173,3 +174,4 @@ def test_with_rounds_the_partials_goal_is_the_median_of_the_rounds_paired_ratios
     goal = {g["goal"]: g for g in goals(doc)}["n=8: Dalton partials / hash partials (backlog)"]
     assert goal["met"] is False and "1 of 3 rounds failed or NOT exact" in goal["note"]
     assert goal["value"] == pytest.approx(1.05)  # the median of the two exact rounds
+    assert rounds.paired(doc, 8) == {}  # no direct in this run: no drain ratios to pair
