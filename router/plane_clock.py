@@ -57,7 +57,7 @@ class WindowClock:
         if m == 0:
             return np.zeros(0, dtype=np.int64)
         advance = 0
-        for p, lo, hi in _partition_spans(times, partitions):
+        for p, (lo, hi) in _partition_spans(times, partitions).items():
             front, moved = self._fronts.get(p, (lo - 1, wall_s))
             if hi > front:
                 advance += hi - front
@@ -116,8 +116,8 @@ class CatchUp:
         return self._fast and wall_ms - clock_ms > self.behind_ms
 
 
-def _partition_spans(times: npt.NDArray[np.int64], partitions: npt.NDArray[np.int64]) -> list[tuple[int, int, int]]:
-    """Per raw partition of a batch: ``(partition, earliest, newest)`` event time.
+def _partition_spans(times: npt.NDArray[np.int64], partitions: npt.NDArray[np.int64]) -> dict[int, tuple[int, int]]:
+    """Per raw partition of a batch: its ``(earliest, newest)`` event time.
 
     A consume batch holds runs of one partition (a chunk each, or the alignment's slices), so the runs are
     reduced with numpy and only the runs are visited in Python.
@@ -131,4 +131,4 @@ def _partition_spans(times: npt.NDArray[np.int64], partitions: npt.NDArray[np.in
             lo0, hi0 = spans[p]
             lo, hi = min(lo, lo0), max(hi, hi0)
         spans[p] = (lo, hi)
-    return [(p, lo, hi) for p, (lo, hi) in spans.items()]
+    return spans

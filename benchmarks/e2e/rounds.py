@@ -118,8 +118,7 @@ def partials(doc: dict[str, Any], n: int, config: str = "dalton", base: str = "h
         a, b = drains.get(config), drains.get(base)
         if a is None and b is None:
             continue
-        both = [x for x in (a, b) if x is not None and "error" not in x and x["exact"] and x.get("partials")]
-        if len(both) < 2 or a is None or b is None:
+        if a is None or b is None or not all("error" not in x and x["exact"] and x.get("partials") for x in (a, b)):
             out.append({"round": r, "ratio": None})
             continue
         row: dict[str, Any] = {"round": r, "ratio": a["partials"] / b["partials"]}
