@@ -32,6 +32,7 @@ __all__ = [
     "ControlMessageError",
     "GlobalMessage",
     "KeyId",
+    "ScopeReport",
     "SyncMessage",
     "decode_raw",
     "encode_control",
@@ -75,6 +76,21 @@ class _Control(BaseModel):
     )
 
 
+class ScopeReport(BaseModel):
+    """One router's last closed scopes, added up (routers that own their keys plan the combiners' load on these)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    first: int = Field(..., ge=-1, description="the first scope reported (a scope: its start time over the slide)")
+    last: int = Field(..., ge=-1, description="the last scope reported")
+    records: int = Field(..., ge=0, description="tuples in those scopes")
+    keys: list[tuple[KeyId, Annotated[int, Field(ge=0)]]] = Field(
+        default_factory=list, description="the keys of at least a scope's records / n tuples, with their tuples"
+    )
+    loads: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="tuples per combiner")
+    scopes: int = Field(1, ge=1, description="how many scopes are added up")
+
+
 class SyncMessage(_Control):
     """SYNC: one router's local view, sent every DSYNC (the partitioner's ``sync_payload``)."""
 
@@ -96,6 +112,9 @@ class SyncMessage(_Control):
     double: bool = Field(False, description="request to double DSYNC (previous reply still pending)")
     leaving: bool = Field(False, description="the instance is shutting down; do not wait for it")
     stats_window: int = Field(0, description="the sender's statistics window index")
+    scope: ScopeReport | None = Field(
+        None, description="routers that own their keys: the sender's last closed scopes (None: not reported)"
+    )
 
 
 class GlobalMessage(_Control):
@@ -111,6 +130,9 @@ class GlobalMessage(_Control):
     dsync_ms: int = Field(..., ge=1, description="sync interval the routers use from now on")
     members: list[str] = Field(default_factory=list, description="instances that contributed to this round")
     seqs: dict[str, int] = Field(default_factory=dict, description="per member: its last SYNC seq in this round")
+    scopes: dict[str, ScopeReport] = Field(
+        default_factory=dict, description="per member that reported them: its last closed scopes (latest SYNC)"
+    )
     processing_ms: float = Field(0.0, ge=0, description="reducer's processing time of the previous round")
     idle_ms: float = Field(0.0, ge=0, description="reducer's wait for this round's SYNCs")
 
@@ -153,8 +175,12 @@ def params_fingerprint(params: Mapping[str, Any]) -> str:
 
 def _rows(msg: SyncMessage | GlobalMessage) -> dict[str, int]:
     if isinstance(msg, SyncMessage):
-        return {"q_table": len(msg.q_table), "weights": len(msg.weights), "top_keys": len(msg.top_keys)}
+        scope = msg.scope
+        return {"q_table": len(msg.q_table), "weights": len(msg.weights), "top_keys": len(msg.top_keys),
+                "scope_keys": 0 if scope is None else len(scope.keys)}  # fmt: skip
     return {
+        "scopes": len(msg.scopes),
+        "scope_keys": sum(len(r.keys) for r in msg.scopes.values()),
         "q_table": len(msg.q_table),
         "hot_keys": len(msg.hot_keys),
         "expired": len(msg.expired),
@@ -219,8 +245,10 @@ def _check_ids(msg: SyncMessage | GlobalMessage) -> None:
     if isinstance(msg, SyncMessage):
         keys += [k for k, _ in msg.top_keys]
         keys += list(msg.weights)
+        keys += [k for k, _ in msg.scope.keys] if msg.scope is not None else []
     else:
         keys += [*msg.hot_keys, *msg.expired]
+        keys += [k for r in msg.scopes.values() for k, _ in r.keys]
     for k in keys:
         if int(k) > _U64_MAX:
             raise ControlMessageError(f"key id {k} does not fit 64 bits")

@@ -144,6 +144,13 @@ class DaltonSettings(_Base):
         "peers sync; shared = routers may see the same keys, which then go back to the first choice every router "
         "shares; auto = partitioned when the route's key is the Kafka message key, shared otherwise",
     )
+    plan_together: bool = Field(
+        False,
+        description="sticky, raw_keys partitioned, several routers: while they route the same slides (live), the "
+        "routers plan the combiners' load together from the sync rounds, so a key large for its router but not "
+        "for the sum reaches the combiners the sum needs (fewer partials with very hot keys; see "
+        "docs/partitioners.md); off: each router balances its own tuples",
+    )
     epsilon: float = Field(0.1, ge=0, le=1, description="bandit: exploration probability")
     gamma: float = Field(0.1, gt=0, le=1, description="bandit: learning rate of the Q update")
     p1: float = Field(0.5, ge=0, le=1, description="bandit: reward weight of the load imbalance term")

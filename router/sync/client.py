@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from schemas.control import GlobalMessage, SyncMessage
+from schemas.control import GlobalMessage, ScopeReport, SyncMessage
 
 __all__ = ["SyncClient", "SyncState", "apply_dict", "sync_from_payload"]
 
@@ -60,12 +60,30 @@ def sync_from_payload(
         double=bool(payload.get("request_double", False)),
         leaving=leaving,
         stats_window=int(payload.get("stats_window", 0)),
+        scope=_scope(payload.get("scope")),
     )
 
 
-def apply_dict(msg: GlobalMessage) -> dict[str, Any]:
-    """The ``apply_global`` argument of a GLOBAL message (keys as 64-bit integers)."""
+def _scope(body: Mapping[str, Any] | None) -> ScopeReport | None:
+    if not body:
+        return None
+    return ScopeReport(
+        first=int(body["first"]),
+        last=int(body["last"]),
+        records=int(body["records"]),
+        keys=[(str(k), int(c)) for k, c in body.get("keys", ())],
+        loads=[int(x) for x in body.get("loads", ())],
+        scopes=max(1, int(body.get("scopes", 1))),
+    )
+
+
+def apply_dict(msg: GlobalMessage, instance: str = "") -> dict[str, Any]:
+    """The ``apply_global`` argument of a GLOBAL message (keys as 64-bit integers).
+
+    ``peer_scopes``: the scopes reported by the round's other members (``instance`` is this router).
+    """
     return {
+        "peer_scopes": [rep.model_dump() for who, rep in msg.scopes.items() if who != instance],
         "qtable": {int(k): list(row) for k, row in msg.q_table.items()},
         "hot": [int(k) for k in msg.hot_keys],
         "expire": [int(k) for k in msg.expired],
@@ -191,4 +209,4 @@ class SyncClient:
         self.awaited_since = None
         self.state = SyncState.PREPARE
         self.applied += 1
-        return apply_dict(msg)
+        return apply_dict(msg, self.instance)

@@ -290,9 +290,15 @@ class QtableReducer:
         in_tables: set[str] = set()
         double = False
         seqs: dict[str, int] = {}
+        scopes = {}
         for inst in inp.members:
             msgs = self.pending[inst]
             seqs[inst] = max(m.seq for m in msgs)
+            reported = [m for m in msgs if m.scope is not None]
+            if reported:  # the latest report: a member's last closed scopes (routers that own their keys)
+                scope = max(reported, key=lambda m: m.seq).scope
+                if scope is not None:
+                    scopes[inst] = scope
             double |= any(m.double for m in msgs)
             rows: dict[str, list[float]] = {}
             weights: dict[str, int] = {}
@@ -325,6 +331,7 @@ class QtableReducer:
             dsync_ms=max(1, round(new_dsync)),
             members=list(inp.members),
             seqs=seqs,
+            scopes=scopes,
             processing_ms=max(0.0, self.last_processing or 0.0),
             idle_ms=idle or 0.0,
         )

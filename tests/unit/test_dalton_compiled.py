@@ -96,8 +96,9 @@ def _segment_args(rng: np.random.Generator, n: int, cooperative: bool) -> list[A
     cand[:, 1] = rng.integers(0, n, capacity)
     cand[:, 2] = (cand[:, 1] + rng.integers(1, max(n, 2), capacity)) % n
     last_comb = rng.integers(-1, n, capacity).astype(np.int16)
+    others = rng.random(n) * 0.5 if rng.random() < 0.5 else np.zeros(n)  # routers planned together, or alone
     return [slots, ids, counts, inv, rng.random(k) < 0.02, head, slots, False, by_id, shared_rows,
-            rng.integers(0, 400, n).astype(np.int64), cand, rng.random(n), last_comb, np.zeros((n, n)),
+            rng.integers(0, 400, n).astype(np.int64), others, cand, rng.random(n), last_comb, np.zeros((n, n)),
             0.05, 2.5, float(rng.integers(0, 3_000)), float(rng.integers(0, 6_000)), 4.0, cooperative]  # fmt: skip
 
 
@@ -110,7 +111,7 @@ def test_the_compiled_segment_placement_is_its_python_twin() -> None:
         for fn in (place_sticky_segment, place_sticky_segment_py):
             mine = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
             out, buf, rows = fn(*mine)
-            outs.append((out.tolist(), buf[:rows].tolist(), mine[13].tolist(), mine[14].tolist()))
+            outs.append((out.tolist(), buf[:rows].tolist(), mine[14].tolist(), mine[15].tolist()))
             pk, pc, pn = buf[:rows, 0], buf[:rows, 1], buf[:rows, 2]
             assert ((out >= 0) & (out < n)).all()
             assert np.bincount(pk, weights=pn, minlength=len(args[2])).tolist() == args[2].tolist()
@@ -126,10 +127,11 @@ def test_the_compiled_scope_plan_is_its_python_twin() -> None:
         slots = np.sort(rng.permutation(10_000)[:600]).astype(np.intp)
         counts = rng.zipf(1.4, 600).clip(1, 5_000).astype(np.float64)
         last = rng.integers(-1, n, 10_000).astype(np.int16)
+        others = rng.random(n) * (n % 2)  # routers planned together (odd n), or alone
         outs = []
         for fn in (plan_scope, plan_scope_py):
             mine = last.copy()
-            large, sets = fn(slots, counts, mine, n, 1.0, 64.0, 0.02 * (n % 2))
+            large, sets = fn(slots, counts, mine, n, 1.0, 64.0, 0.02 * (n % 2), others)
             outs.append((large.tolist(), sets.tolist(), mine.tolist()))
             assert (mine[slots[large]] == -1).all() and (sets.sum(axis=1) >= 1).all()
             small = np.setdiff1d(np.arange(600), large)

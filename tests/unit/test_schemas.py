@@ -148,6 +148,26 @@ def test_control_sync_fields_match_the_partitioner_payload() -> None:
     assert parse_control(encode_control(g)) == g
 
 
+def test_control_carries_the_scope_reports_of_routers_planning_together() -> None:
+    from router.sync.client import apply_dict, sync_from_payload
+
+    body = {"first": 3, "last": 10, "records": 9_000, "keys": [[7, 4_000]], "loads": [4_600, 4_400], "scopes": 8}
+    s = sync_from_payload({"records": 5, "scope": body}, deployment="d", route="r", instance="i1", seq=0,
+                          combiners=2, sent_ms=1)  # fmt: skip
+    back = parse_control(encode_control(s))
+    assert back == s and isinstance(back, SyncMessage) and back.scope is not None and back.scope.keys == [("7", 4_000)]
+    g = GlobalMessage(
+        deployment="d", route="r", reducer="i1", round=0, dsync_ms=500, scopes={"i1": back.scope, "i2": back.scope}
+    )
+    parsed = parse_control(encode_control(g))
+    assert parsed == g and isinstance(parsed, GlobalMessage)
+    assert apply_dict(parsed, "i1")["peer_scopes"] == [{**body, "keys": [("7", 4_000)]}]  # the other member's only
+    with pytest.raises(ControlMessageError, match="over the row cap"):
+        parse_control(encode_control(g), max_rows=1)
+    with pytest.raises(ControlMessageError):
+        parse_control(orjson.dumps({**orjson.loads(encode_control(s)), "scope": {**body, "keys": [["x", 1]]}}))
+
+
 @pytest.mark.parametrize(
     "change",
     [

@@ -35,7 +35,9 @@ So a key is split only when it is larger than the room left, and uniform keys be
 about 1). What carries over from one scope to the next: the fitted shares, each key's last whole combiner
 (one router: its planned home) and the hot-key statistics, nothing that would keep a drifted hot set split.
 Cooperating routers also share the combiner sets of their split and hot keys and the fitted shares
-(:mod:`.sync`): P routers fill one set per key instead of P.
+(:mod:`.sync`): P routers fill one set per key instead of P. Routers that own their keys
+(``raw_keys=partitioned``) each balance their own tuples, or with ``plan_together`` plan the combiners' load
+together while they route in step (:mod:`.joint`).
 
 ``placement="bandit"`` (:mod:`.placement_bandit`): the paper's Algorithm 1 with the project's options. Hot
 keys (frequency ``>= L / n`` in the statistics window) are routed by the epsilon-greedy contextual bandit
@@ -60,6 +62,16 @@ import numpy.typing as npt
 from router.partitioners.base import Partitioner, PartitionerState
 from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward
+from router.partitioners.dalton.joint import (
+    NO_REPORT,
+    Report,
+    changed,
+    imbalance,
+    in_step,
+    joint_plan,
+    off_balance,
+    start_scope,
+)
 from router.partitioners.dalton.placement_bandit import place_segment
 from router.partitioners.dalton.placement_sticky import (
     FILL_DIV,
@@ -173,6 +185,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.awaiting = False
         #: each router sees only its own keys (raw topic partitioned by the key; "auto" is resolved by the route)
         self.own_keys = cfg.raw_keys == "partitioned"
+        #: such routers plan the combiners' load together while they route in step (see .joint)
+        self.plan_together = cfg.plan_together and self.own_keys
         #: several routers read the same keys (also: a merge, a GLOBAL with peers): the tail takes a shared rule
         self.cooperative = cfg.routers > 1 and not self.independent
         self.sync_block = -1  # the scope of the last SYNC sent
@@ -197,6 +211,17 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.last_total = 0.0
         #: the current scope's segments as (slots, tuples) pairs: what one router plans the next scope on
         self.scope_segments: list[tuple[IntP, I64]] = []
+        #: routers that own their keys, planned together (:mod:`.joint`): per combiner, the load the other
+        #: routers are expected to put there per tuple of this one (zeros: it balances its own tuples)
+        self.others: F64 = np.zeros(self.n, dtype=np.float64)
+        #: the plans made with peers, by the scope they hold from (each router switches at the same scope)
+        self.others_plans: list[tuple[int, F64]] = []
+        #: the scope the first plan made with peers holds from (-1: none), and whether planning was given up
+        self.joint_from = -1
+        self.joint_off = False
+        #: this router's last closed scopes, added up (what its SYNCs report, see .joint), and each alone
+        self.scope_report: Report = NO_REPORT
+        self.scope_reports: list[Report] = []
         #: the router is catching up on a backlog (:meth:`set_backlog`): one router keeps keys where the window has them
         self.backlog = False
         #: the first and the latest time routed in the current scope (what :meth:`scope_forecast` projects from)
@@ -220,6 +245,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
             self.next_accept = None
             self.tail_pairs[:] = 0
             self.last_total = float(self.win.head_load.sum()) if nxt else 0.0
+            while self.others_plans and self.others_plans[0][0] <= block:  # a plan made with peers holds from here
+                self.others = self.others_plans.pop(0)[1]
             if nxt and not self.cooperative:
                 plan_next_scope(self, block)
             self.scope_segments = []
@@ -301,6 +328,45 @@ class DaltonPartitioner(KeySlots, Partitioner):
         if self.placement == "sticky":
             return place_sticky(self, slots, ids, counts, inv, hot), hot
         return place_segment(self, slots, ids, counts, inv, hot), hot
+
+    def plan_with(self, peers: Sequence[Report] | None) -> None:
+        """Plan the combiners' load with the peers' reports (routers that own their keys, see :mod:`.joint`).
+
+        The plan holds from the scope :func:`.joint.start_scope` names; plans for later scopes are dropped (this
+        one is newer), and a plan that changes little from the last one is not taken (:func:`.joint.changed`).
+        Catching up, out of step with the peers (:func:`.joint.in_step`), or once the planned scopes summed off
+        balance (:func:`.joint.off_balance`), the router balances its own tuples from that scope on. ``None``: no
+        peers, from now on. Without a report of its own yet, nothing changes.
+        """
+        zeros = np.zeros(self.n, dtype=np.float64)
+        if not self.plan_together:
+            return
+        if peers is None:
+            self.others_plans, self.others, self.joint_from = [], zeros, -1
+            return
+        if self.scope_report.records <= 0 or any(r.records <= 0 for r in peers):
+            return
+        reports = [self.scope_report, *peers]
+        start = start_scope(reports)
+        planning = self.joint_from >= 0
+        share = imbalance(reports, self.joint_from) if planning else None
+        if share is not None and off_balance(share, self.balance):
+            self.joint_off = True  # given up for this router's life: its keys do not follow a plan
+        if self.joint_off or self.backlog or not in_step(reports):
+            if planning:
+                self._schedule(start, zeros)
+                self.joint_from = -1
+            return
+        others = joint_plan(self.n, self.scope_report, peers)
+        last = self.others_plans[-1][1] if self.others_plans else self.others
+        if planning and not changed(last, others):
+            return
+        self._schedule(start, others)
+        if not planning:
+            self.joint_from = start
+
+    def _schedule(self, start: int, others: F64) -> None:
+        self.others_plans = [(b, o) for b, o in self.others_plans if b < start] + [(start, others)]
 
     def set_backlog(self, behind: bool) -> None:
         """Whether the router is catching up on a backlog: then Spark's micro-batches span many slides.

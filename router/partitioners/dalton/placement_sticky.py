@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from router.partitioners.dalton import sticky
+from router.partitioners.dalton.joint import REPORT_SCOPES, Report, added_up, scope_report
 from router.partitioners.dalton.segments import segment_bounds, segment_keys
 from router.partitioners.dalton.slots import SlotTable
 from router.partitioners.dalton.sticky_plan import plan_scope, sum_by_slot
@@ -94,6 +95,10 @@ class StickyPlacer(Protocol):
     shared_ids: npt.NDArray[np.uint64]
     shared_rows: npt.NDArray[np.bool_]
     shared_block: int
+    others: F64
+    scope_report: Report
+    plan_together: bool
+    scope_reports: list[Report]
 
     def scope_forecast(self, segment: int) -> float: ...
 
@@ -132,6 +137,9 @@ def place_sticky(
         head, head_rows, head_empty = p.win.refcount[key_slots] > 0, np.arange(key_slots.shape[0]), False
     else:
         head, head_rows, head_empty = p.win.head, key_slots, p.win.head_empty
+    # routers planned together (:mod:`.joint`): the combiners count the others' expected load, and the
+    # allowance over the level stays this router's own (its share of the routers' tuples times ``balance``)
+    together = 1.0 + float(p.others.sum())
     out, buf, rows = place_sticky_segment(
         key_slots,
         ids,
@@ -144,14 +152,15 @@ def place_sticky(
         p.shared_ids if shared else _NO_IDS,
         p.shared_rows if shared else np.zeros((0, p.n), dtype=bool),
         p.win.head_load,
+        p.others,
         p.cand,
         p.accept,
         p.last_comb,
         p.tail_pairs,
-        float(p.balance),
+        float(p.balance) / together,
         HOLD_ONE,
-        float(p.last_total),
-        p.scope_forecast(inv.shape[0]),
+        float(p.last_total) * together,
+        p.scope_forecast(inv.shape[0]) * together,
         HOLD_AHEAD,
         bool(p.cooperative),
     )
@@ -176,8 +185,13 @@ def plan_next_scope(p: StickyPlacer, block: int) -> None:
     if not p.scope_segments:
         return
     slots, counts = scope_counts(p)
-    allow = float(p.balance) if p.backlog else 0.0  # a backlog's micro-batches span slides: keys stay put
-    large, sets = plan_scope(slots, counts, p.last_comb, p.n, PLAN_SPLIT, PLAN_SMALL, allow)
+    if p.plan_together:  # what its SYNCs report (see .joint): its last few scopes added up
+        closed = scope_report(p.n, block - 1, p.slots.ids[slots], counts, p.win.head_load)
+        p.scope_reports = [*p.scope_reports[1 - REPORT_SCOPES :], closed]
+        p.scope_report = added_up(p.scope_reports)
+    together = 1.0 + float(p.others.sum())  # routers planned together: the allowance stays this router's own
+    allow = float(p.balance) / together if p.backlog else 0.0  # a backlog's micro-batches span slides: keys stay put
+    large, sets = plan_scope(slots, counts, p.last_comb, p.n, PLAN_SPLIT, PLAN_SMALL, allow, p.others)
     if large.size:
         ids = p.slots.ids[slots[large]]
         by_id = np.argsort(ids)
@@ -206,10 +220,10 @@ def warm() -> None:
     last = np.full(1, -1, np.int16)
     place_sticky_segment(one, np.zeros(1, np.uint64), ones, one, np.zeros(1, np.bool_), np.zeros((1, n), np.bool_),
                          one, True, np.zeros(0, np.uint64), np.zeros((0, n), np.bool_), np.zeros(n, np.int64),
-                         np.zeros((1, 3), np.int16), np.ones(n), last, np.zeros((n, n)), 0.05, 2.5, 0.0, 0.0, 4.0,
-                         False)  # fmt: skip
+                         np.zeros(n), np.zeros((1, 3), np.int16), np.ones(n), last, np.zeros((n, n)), 0.05, 2.5, 0.0,
+                         0.0, 4.0, False)  # fmt: skip
     slots, counts = sum_by_slot(one, ones)
-    plan_scope(slots, counts, last, n, 1.0, 64.0, 0.0)
+    plan_scope(slots, counts, last, n, 1.0, 64.0, 0.0, np.zeros(n))
     table = SlotTable(4)
     table.find(table.ids[table.insert(np.ones(1, np.uint64))])
     for rtype in (np.uint8, np.uint16):  # the window's reference counts (blocks < 255, < 65535)

@@ -45,10 +45,13 @@ def plan_scope_py(
     split: float,
     small: float,
     allow: float,
+    others: F64,
 ) -> tuple[IntP, npt.NDArray[np.bool_]]:
     """Plan the next scope on ``counts`` per key (``slots``); sets each key's home in ``last_comb``.
 
-    Homes are planned up to ``1 + allow`` times the mean. Returns the keys given combiner sets (indices into
+    Homes are planned up to ``1 + allow`` times the mean. ``others[c]``: the load the other routers are
+    expected to put on combiner ``c`` per tuple of this router (zeros when it balances its own tuples): it
+    counts as planned, and the mean is the routers' together. Returns the keys given combiner sets (indices into
     ``slots``, largest first) and their sets.
     """
     k = slots.shape[0]
@@ -57,7 +60,12 @@ def plan_scope_py(
     for i in range(k):
         home[i] = last_comb[slots[i]]
         total += counts[i]
-    mean = total / n
+    planned = np.empty(n, np.float64)
+    all_load = total
+    for c in range(n):
+        planned[c] = others[c] * total
+        all_load += planned[c]
+    mean = all_load / n
     n_large = 0
     for i in range(k):
         if counts[i] > split * mean:
@@ -70,7 +78,6 @@ def plan_scope_py(
             n_large += 1
     whole = counts.astype(np.int64)  # whole numbers of tuples
     large = order_by(large, whole, True)
-    planned = np.zeros(n, np.float64)
     sets = np.zeros((n_large, n), np.bool_)
     for row in range(n_large):  # a few keys (at most n / split): each fills the least loaded combiners to the mean
         rem = counts[large[row]]

@@ -103,6 +103,7 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     shared_ids: npt.NDArray[np.uint64],
     shared_rows: Bools,
     head_load: I64,
+    others: F64,
     cand: npt.NDArray[np.int16],
     accept: F64,
     last_comb: npt.NDArray[np.int16],
@@ -119,9 +120,12 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
     ``head[head_rows[i]]`` marks the combiners that hold key ``i`` (the slide's pairs, rows by slot; or, for a
     router catching up, the window's, one row per key). Updates ``last_comb`` (the keys' last whole combiners) and
     ``tail_pairs`` in place. ``shared_ids`` (sorted)
-    and ``shared_rows`` are the combiner sets valid in this scope (empty when none are). ``forecast`` is the
-    tuples the scope is expected to hold in all (0: unknown); one router measures a held key's allowance
-    against it, at most ``ahead`` times the level (see :mod:`.placement_sticky`).
+    and ``shared_rows`` are the combiner sets valid in this scope (empty when none are). ``others[c]`` is the
+    load the other routers are expected to put on combiner ``c`` per tuple of this router (zeros: it balances
+    its own tuples; see :mod:`.joint`): each combiner counts as loaded by them too, in step with this router's
+    tuples. ``forecast`` is the tuples the scope is expected to hold in all, theirs included (0: unknown); one
+    router measures a held key's allowance against it, at most ``ahead`` times the level (see
+    :mod:`.placement_sticky`).
     """
     n = head_load.shape[0]
     k = slots.shape[0]
@@ -142,10 +146,13 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
         for c in range(n):
             if held[i, c]:
                 nheld[i] += 1
+    routed = float(inv.shape[0])  # this router's tuples in the scope once the segment is routed
+    for c in range(n):
+        routed += float(head_load[c])
     loads = np.empty(n, np.float64)
     total = 0.0
-    for c in range(n):
-        loads[c] = float(head_load[c])
+    for c in range(n):  # the other routers' expected load in step with this router's (0 when it is alone)
+        loads[c] = float(head_load[c]) + others[c] * routed
         total += loads[c]
     level = (total + inv.shape[0]) / n  # the scope's mean once the segment is routed
     cap = level * (1.0 + balance)

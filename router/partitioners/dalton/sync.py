@@ -12,7 +12,9 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
          "records": int,                                  # tuples routed since the last sync
          "top_keys": [[key_id, count], ...],              # the n most frequent keys since the last sync*
          "request_double": bool,                          # previous SYNC still unanswered: double DSYNC
-         "stats_window": int}                             # the router's statistics window index
+         "stats_window": int,                             # the router's statistics window index
+         "scope": {"first": int, "last": int, "records": int, "keys": [[key_id, count], ...],
+                   "loads": [int, ...], "scopes": int}}   # plan_together only: its last closed scopes (.joint)
 
     The router enters AWAIT: it keeps routing and learning locally, and buffers every reward.
     (*) counted exactly for every key the router still remembers (in the sliding window, the statistics
@@ -32,6 +34,9 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
     peers cooperates from then on. A router whose keys are its own under sticky placement
     (``raw_keys=partitioned``: no peer sees them) takes nothing from a GLOBAL but the end of AWAIT: its
     peers' sets, rule, hot keys and load are about keys it never routes, and it balances its own tuples.
+    With ``plan_together`` it also takes ``peer_scopes`` (the other members' ``scope`` reports, which the
+    reducer puts in the GLOBAL) and plans the combiners' load with them (:mod:`.joint`); a merge does the
+    same with the peers' snapshots.
 
     Every field is optional. The buffered rewards are then replayed (Eq. 5) onto the global rows and the
     router returns to PREPARE. A router that never gets an answer keeps routing correctly (local learning).
@@ -79,6 +84,7 @@ import numpy as np
 
 from router.partitioners.base import PartitionerState
 from router.partitioners.dalton.bandit import QRow, QTable, weighted_average
+from router.partitioners.dalton.joint import NO_REPORT, Report
 
 
 class Learner(Protocol):
@@ -104,6 +110,12 @@ class Learner(Protocol):
     sync_block: Any
     fit: Any
     next_accept: Any
+    scope_report: Any
+    plan_together: Any
+
+    def plan_with(self, peers: Sequence[Report] | None) -> None:
+        """Plan the combiners' load with the peers' reports (``None``: no peers)."""
+        ...
 
     @property
     def independent(self) -> bool:
@@ -123,6 +135,7 @@ __all__ = [
     "leave_await",
     "make_payload",
     "merge_states",
+    "report_of",
     "scope_sets",
     "share",
 ]
@@ -164,6 +177,16 @@ def make_payload(p: Learner) -> dict[str, Any]:
         "request_double": p.awaiting,
         "stats_window": p.stats.index,
     }
+    if p.independent and p.plan_together:  # its last closed scopes: such routers plan together (apply_global)
+        report = p.scope_report
+        payload["scope"] = {
+            "first": int(report.first),
+            "last": int(report.last),
+            "records": int(report.records),
+            "keys": [[int(k), int(c)] for k, c in sorted(report.keys.items())],
+            "loads": [int(x) for x in report.loads],
+            "scopes": int(report.scopes),
+        }
     counts[seen] = 0
     p.records_since_sync = 0
     for r in rows.values():
@@ -225,7 +248,8 @@ def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
     ``members`` (optional; the routers whose SYNCs the round counted): a router alone in it, and configured
     as the only one (``routers: 1``), stays a router alone and keeps its own placement (see the module doc).
     """
-    if p.independent:  # its keys are its own: nothing in the message is about them (see the module doc)
+    if p.independent:  # its keys are its own: it plans with its peers' loads only (see the module doc)
+        _plan_together(p, message)
         leave_await(p)
         p.last_global_block = p.win.block
         return
@@ -263,6 +287,30 @@ def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
     p.last_global_block = p.win.block
 
 
+def _plan_together(p: Learner, message: Mapping[str, Any]) -> None:
+    """A router owning its keys: plan the combiners' load with the round's other members (:mod:`.joint`).
+
+    ``peer_scopes``: the reports of every other member of the round. Alone in the round it balances its own
+    tuples; a round that lacks a member's report (a peer of an earlier release, or one that closed no scope
+    yet) keeps the last plan.
+    """
+    members = int(message.get("members", 2))
+    if members <= 1:
+        p.plan_with(None)
+        return
+    peers = [report_of(body) for body in message.get("peer_scopes", ())]
+    if len(peers) >= members - 1:
+        p.plan_with(peers)
+
+
+def report_of(body: Mapping[str, Any]) -> Report:
+    """A :class:`~.joint.Report` from a SYNC's ``scope`` body (see :func:`make_payload`)."""
+    keys = {int(k): float(c) for k, c in body.get("keys", ())}
+    loads = tuple(float(x) for x in body.get("loads", ()))
+    scopes = int(body.get("scopes", 1))
+    return Report(int(body["first"]), int(body["last"]), float(body["records"]), keys, loads, scopes)
+
+
 def leave_await(p: Learner) -> None:
     """Leave AWAIT without a GLOBAL: drop the buffered rewards, route with the local table."""
     p.buffer = []
@@ -272,7 +320,8 @@ def leave_await(p: Learner) -> None:
 def merge_states(p: Learner, peers: Sequence[PartitionerState]) -> None:
     """Average this router's Q-table with the peers' (weighted by key frequency, order-independent)."""
     loaded = [_peer_state(p, state) for state in peers]  # checked whatever this router does with them
-    if p.independent:  # its keys are its own: the peers' states are about other keys
+    if p.independent:  # its keys are its own: it plans with the peers' loads only (see the module doc)
+        _plan_with_states(p, loaded)
         return
     contributions: dict[int, list[tuple[float, list[float]]]] = {}
     tables = [p.qtable]
@@ -308,6 +357,12 @@ def _peer_state(p: Learner, state: PartitionerState) -> dict[str, Any]:
     if not isinstance(peer.get("qtable"), QTable):
         raise ValueError("peer state holds no Dalton Q-table")
     return peer
+
+
+def _plan_with_states(p: Learner, peers: Sequence[Mapping[str, Any]]) -> None:
+    """In process, a router owning its keys plans with its peers' snapshots as with a sync round."""
+    if peers:
+        p.plan_with([peer.get("scope_report", NO_REPORT) for peer in peers])
 
 
 class _PeerView:
