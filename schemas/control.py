@@ -89,6 +89,7 @@ class ScopeReport(BaseModel):
     )
     loads: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="tuples per combiner")
     scopes: int = Field(1, ge=1, description="how many scopes are added up")
+    behind: bool = Field(False, description="the router was catching up when the last of them closed")
 
 
 class SyncMessage(_Control):

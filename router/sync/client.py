@@ -74,16 +74,19 @@ def _scope(body: Mapping[str, Any] | None) -> ScopeReport | None:
         keys=[(str(k), int(c)) for k, c in body.get("keys", ())],
         loads=[int(x) for x in body.get("loads", ())],
         scopes=max(1, int(body.get("scopes", 1))),
+        behind=bool(body.get("behind", False)),
     )
 
 
 def apply_dict(msg: GlobalMessage, instance: str = "") -> dict[str, Any]:
     """The ``apply_global`` argument of a GLOBAL message (keys as 64-bit integers).
 
-    ``peer_scopes``: the scopes reported by the round's other members (``instance`` is this router).
+    ``peer_scopes``: the scopes reported by the round's other members (``instance`` is this router), and
+    ``own_scope`` this router's as the round has it.
     """
     return {
         "peer_scopes": [rep.model_dump() for who, rep in msg.scopes.items() if who != instance],
+        "own_scope": msg.scopes[instance].model_dump() if instance in msg.scopes else None,
         "qtable": {int(k): list(row) for k, row in msg.q_table.items()},
         "hot": [int(k) for k in msg.hot_keys],
         "expire": [int(k) for k in msg.expired],

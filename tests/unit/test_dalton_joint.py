@@ -145,3 +145,19 @@ def test_live_routers_planned_together_ship_fewer_partials(s: float, n: int) -> 
     together = cell_quality(keys, n, 20_000, 1, 0, backlog=False, routers=4, in_step=True, together=True)
     assert together[0] <= 1.05, (alone, together)
     assert together[1] < alone[1] - 0.04, (alone, together)
+
+
+def test_a_router_decides_on_its_report_as_the_round_has_it() -> None:
+    # the GLOBAL carries the report each router sent; a router that closed a scope since must still decide on
+    # the sent one, else the routers decide on different reports (one stops planning, the others go on)
+    keys = np.where(np.arange(40_000) % 5 < 2, 0, np.arange(40_000) % 997 + 2)
+    parts = _routers(True)
+    _feed(parts, keys, 0, 12_000)
+    sent = [p.scope_report for p in parts]
+    _feed(parts, keys, 12_000, 20_000)  # both closed more scopes: their latest reports are newer
+    parts[0].others_plans, parts[0].joint_from = [], -1  # as if it had not planned yet
+    parts[0].plan_with([sent[1]], sent[0])
+    assert parts[0].others_plans[-1][0] == start_scope(sent) < start_scope([p.scope_report for p in parts])
+    behind = Report(sent[1].first, sent[1].last, sent[1].records, sent[1].keys, sent[1].loads, sent[1].scopes, True)
+    parts[0].plan_with([behind], sent[0])  # a peer catching up: every router stops planning
+    assert parts[0].joint_from == -1 and not parts[0].others_plans[-1][1].any()

@@ -151,7 +151,15 @@ def test_control_sync_fields_match_the_partitioner_payload() -> None:
 def test_control_carries_the_scope_reports_of_routers_planning_together() -> None:
     from router.sync.client import apply_dict, sync_from_payload
 
-    body = {"first": 3, "last": 10, "records": 9_000, "keys": [[7, 4_000]], "loads": [4_600, 4_400], "scopes": 8}
+    body = {
+        "first": 3,
+        "last": 10,
+        "records": 9_000,
+        "keys": [[7, 4_000]],
+        "loads": [4_600, 4_400],
+        "scopes": 8,
+        "behind": False,
+    }
     s = sync_from_payload({"records": 5, "scope": body}, deployment="d", route="r", instance="i1", seq=0,
                           combiners=2, sent_ms=1)  # fmt: skip
     back = parse_control(encode_control(s))
@@ -161,7 +169,9 @@ def test_control_carries_the_scope_reports_of_routers_planning_together() -> Non
     )
     parsed = parse_control(encode_control(g))
     assert parsed == g and isinstance(parsed, GlobalMessage)
-    assert apply_dict(parsed, "i1")["peer_scopes"] == [{**body, "keys": [("7", 4_000)]}]  # the other member's only
+    update = apply_dict(parsed, "i1")
+    assert update["peer_scopes"] == [{**body, "keys": [("7", 4_000)]}]  # the other member's only
+    assert update["own_scope"] == update["peer_scopes"][0]  # and its own, as the round has it
     with pytest.raises(ControlMessageError, match="over the row cap"):
         parse_control(encode_control(g), max_rows=1)
     with pytest.raises(ControlMessageError):

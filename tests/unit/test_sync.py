@@ -119,7 +119,7 @@ def test_client_prepare_await_and_rounds() -> None:
     g = GlobalMessage(deployment="d", route="r", reducer="a", round=3, dsync_ms=200, hot_keys={"7": 5},
                       sent_ms=120, seqs={"a": 0}, global_load=9)  # fmt: skip
     upd = c.accept_global(g, 130)
-    assert upd == {"qtable": {}, "hot": [7], "expire": [], "global_load": 9, "peer_scopes": []}
+    assert upd == {"qtable": {}, "hot": [7], "expire": [], "global_load": 9, "peer_scopes": [], "own_scope": None}
     assert c.state is SyncState.PREPARE and c.dsync == 200 and c.last_latency == 30
     assert c.grid_offset == 10 and c.next_due == 210  # the reducer's DSYNC grid (sent 120, read at 130)
     assert c.accept_global(g, 140) is None  # same round again

@@ -33,7 +33,9 @@ by the sum's measured imbalance instead, half of it per round, made the sum wors
 average, up to 1.14, where the plan alone gave 1.042, up to 1.08; four routers through the sync protocol, Zipf
 2.0, n = 8.)
 
-A plan holds from a scope two after the latest reported (:func:`start_scope`), the same on every router: a
+Every router decides on the same reports, its own as the GLOBAL carries it (the one it sent), so all take the
+same plan, from the same scope, and stop together. A plan holds from a scope two after the latest reported
+(:func:`start_scope`), the same on every router: a
 router switching when the GLOBAL arrives would place its keys against others still on the old plan, since
 under a backlog the routers are at different scopes. A plan that changes little is not taken
 (:data:`REPLAN`): each new one moves keys between combiners.
@@ -83,7 +85,8 @@ class Report:
 
     ``keys`` holds the keys of at least ``records / n`` tuples in some scope: a key above the routers' mean
     ``total / n`` is above this router's ``own / n``, so they are all that can be large for the sum.
-    ``scopes``: how many scopes are added up; ``loads``: the last scope's tuples per combiner.
+    ``scopes``: how many scopes are added up; ``loads``: the last scope's tuples per combiner; ``behind``: the
+    router was catching up when its last scope closed.
     """
 
     first: int
@@ -92,24 +95,27 @@ class Report:
     keys: Mapping[int, float] = field(default_factory=dict)
     loads: tuple[float, ...] = ()
     scopes: int = 1
+    behind: bool = False
 
     def per_scope(self) -> Report:
         """The same report per scope (routers report different numbers of scopes, e.g. after a start)."""
         k = max(self.scopes, 1)
         keys = {key: c / k for key, c in self.keys.items()}
-        return Report(self.first, self.last, self.records / k, keys, self.loads, 1)
+        return Report(self.first, self.last, self.records / k, keys, self.loads, 1, self.behind)
 
 
 #: No report yet.
 NO_REPORT = Report(-1, -1, 0.0, scopes=0)
 
 
-def scope_report(n: int, block: int, ids: npt.NDArray[np.uint64], counts: F64, loads: npt.ArrayLike) -> Report:
+def scope_report(
+    n: int, block: int, ids: npt.NDArray[np.uint64], counts: F64, loads: npt.ArrayLike, behind: bool = False
+) -> Report:
     """A router's report of closed scope ``block`` from its keys' tuples in it and its load per combiner."""
     total = float(counts.sum())
     big = counts >= total / max(n, 1)
     keys = dict(zip(ids[big].tolist(), counts[big].tolist(), strict=True))
-    return Report(block, block, total, keys, tuple(float(x) for x in np.asarray(loads, dtype=np.float64)))
+    return Report(block, block, total, keys, tuple(float(x) for x in np.asarray(loads, dtype=np.float64)), 1, behind)
 
 
 def added_up(reports: Sequence[Report]) -> Report:
@@ -120,7 +126,7 @@ def added_up(reports: Sequence[Report]) -> Report:
             keys[k] = keys.get(k, 0.0) + c
     latest = max(reports, key=lambda r: r.last)
     return Report(min(r.first for r in reports), latest.last, sum(r.records for r in reports), keys, latest.loads,
-                  sum(r.scopes for r in reports))  # fmt: skip
+                  sum(r.scopes for r in reports), latest.behind)  # fmt: skip
 
 
 def changed(old: F64, new: F64) -> bool:
@@ -130,7 +136,7 @@ def changed(old: F64, new: F64) -> bool:
 
 
 def in_step(reports: Sequence[Report]) -> bool:
-    """Whether the routers route the same slides of event time, within :data:`IN_STEP` scopes.
+    """Whether the routers route the same slides of event time, within :data:`IN_STEP` scopes, and none catches up.
 
     Live, they do. Catching up on a backlog each reads its own partitions at its own pace: a router with a
     small share of the keys runs scopes ahead of one holding the hot keys, and the scopes a plan holds from
@@ -138,7 +144,7 @@ def in_step(reports: Sequence[Report]) -> bool:
     router's, does not hold, and each router balances its own tuples instead.
     """
     lasts = [r.last for r in reports]
-    return max(lasts) - min(lasts) <= IN_STEP
+    return max(lasts) - min(lasts) <= IN_STEP and not any(r.behind for r in reports)
 
 
 def start_scope(reports: Sequence[Report]) -> int:

@@ -329,14 +329,15 @@ class DaltonPartitioner(KeySlots, Partitioner):
             return place_sticky(self, slots, ids, counts, inv, hot), hot
         return place_segment(self, slots, ids, counts, inv, hot), hot
 
-    def plan_with(self, peers: Sequence[Report] | None) -> None:
+    def plan_with(self, peers: Sequence[Report] | None, own: Report | None = None) -> None:
         """Plan the combiners' load with the peers' reports (routers that own their keys, see :mod:`.joint`).
 
-        The plan holds from the scope :func:`.joint.start_scope` names; plans for later scopes are dropped (this
-        one is newer), and a plan that changes little from the last one is not taken (:func:`.joint.changed`).
-        Catching up, out of step with the peers (:func:`.joint.in_step`), or once the planned scopes summed off
-        balance (:func:`.joint.off_balance`), the router balances its own tuples from that scope on. ``None``: no
-        peers, from now on. Without a report of its own yet, nothing changes.
+        ``own``: this router's report as the peers have it (default: its latest); every router must decide on
+        the same reports. The plan holds from the scope :func:`.joint.start_scope` names; plans for later scopes
+        are dropped (this one is newer), and a plan that changes little from the last one is not taken
+        (:func:`.joint.changed`). When a router catches up or they are out of step (:func:`.joint.in_step`), or
+        once a planned scope summed off balance (:func:`.joint.off_balance`), the router balances its own tuples
+        from that scope on. ``None``: no peers, from now on. Without a report of its own yet, nothing changes.
         """
         zeros = np.zeros(self.n, dtype=np.float64)
         if not self.plan_together:
@@ -344,20 +345,21 @@ class DaltonPartitioner(KeySlots, Partitioner):
         if peers is None:
             self.others_plans, self.others, self.joint_from = [], zeros, -1
             return
-        if self.scope_report.records <= 0 or any(r.records <= 0 for r in peers):
+        own = self.scope_report if own is None else own
+        if own.records <= 0 or any(r.records <= 0 for r in peers):
             return
-        reports = [self.scope_report, *peers]
+        reports = [own, *peers]
         start = start_scope(reports)
         planning = self.joint_from >= 0
         share = imbalance(reports, self.joint_from) if planning else None
         if share is not None and off_balance(share, self.balance):
             self.joint_off = True  # given up for this router's life: its keys do not follow a plan
-        if self.joint_off or self.backlog or not in_step(reports):
+        if self.joint_off or not in_step(reports):
             if planning:
                 self._schedule(start, zeros)
                 self.joint_from = -1
             return
-        others = joint_plan(self.n, self.scope_report, peers)
+        others = joint_plan(self.n, own, peers)
         last = self.others_plans[-1][1] if self.others_plans else self.others
         if planning and not changed(last, others):
             return

@@ -186,7 +186,7 @@ def plan_next_scope(p: StickyPlacer, block: int) -> None:
         return
     slots, counts = scope_counts(p)
     if p.plan_together:  # what its SYNCs report (see .joint): its last few scopes added up
-        closed = scope_report(p.n, block - 1, p.slots.ids[slots], counts, p.win.head_load)
+        closed = scope_report(p.n, block - 1, p.slots.ids[slots], counts, p.win.head_load, p.backlog)
         p.scope_reports = [*p.scope_reports[1 - REPORT_SCOPES :], closed]
         p.scope_report = added_up(p.scope_reports)
     together = 1.0 + float(p.others.sum())  # routers planned together: the allowance stays this router's own

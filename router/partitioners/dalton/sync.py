@@ -14,7 +14,7 @@ The Kafka protocol (a control topic, the Q-table reducer, DSYNC adaptation) is b
          "request_double": bool,                          # previous SYNC still unanswered: double DSYNC
          "stats_window": int,                             # the router's statistics window index
          "scope": {"first": int, "last": int, "records": int, "keys": [[key_id, count], ...],
-                   "loads": [int, ...], "scopes": int}}   # plan_together only: its last closed scopes (.joint)
+                   "loads": [int, ...], "scopes": int, "behind": bool}}  # plan_together: last closed scopes
 
     The router enters AWAIT: it keeps routing and learning locally, and buffers every reward.
     (*) counted exactly for every key the router still remembers (in the sliding window, the statistics
@@ -113,8 +113,8 @@ class Learner(Protocol):
     scope_report: Any
     plan_together: Any
 
-    def plan_with(self, peers: Sequence[Report] | None) -> None:
-        """Plan the combiners' load with the peers' reports (``None``: no peers)."""
+    def plan_with(self, peers: Sequence[Report] | None, own: Report | None = None) -> None:
+        """Plan the combiners' load with the peers' reports and its own as they have it (``None``: no peers)."""
         ...
 
     @property
@@ -186,6 +186,7 @@ def make_payload(p: Learner) -> dict[str, Any]:
             "keys": [[int(k), int(c)] for k, c in sorted(report.keys.items())],
             "loads": [int(x) for x in report.loads],
             "scopes": int(report.scopes),
+            "behind": bool(report.behind),
         }
     counts[seen] = 0
     p.records_since_sync = 0
@@ -290,8 +291,9 @@ def apply_global(p: Learner, message: Mapping[str, Any]) -> None:
 def _plan_together(p: Learner, message: Mapping[str, Any]) -> None:
     """A router owning its keys: plan the combiners' load with the round's other members (:mod:`.joint`).
 
-    ``peer_scopes``: the reports of every other member of the round. Alone in the round it balances its own
-    tuples; a round that lacks a member's report (a peer of an earlier release, or one that closed no scope
+    ``peer_scopes``: the reports of every other member of the round; ``own_scope``: this router's as the round
+    has it (every member decides on the same reports). Alone in the round it balances its own tuples; a round
+    that lacks a member's report (its own included: a peer of an earlier release, or one that closed no scope
     yet) keeps the last plan.
     """
     members = int(message.get("members", 2))
@@ -299,16 +301,17 @@ def _plan_together(p: Learner, message: Mapping[str, Any]) -> None:
         p.plan_with(None)
         return
     peers = [report_of(body) for body in message.get("peer_scopes", ())]
-    if len(peers) >= members - 1:
-        p.plan_with(peers)
+    own = message.get("own_scope")
+    if own is not None and len(peers) >= members - 1:
+        p.plan_with(peers, report_of(own))
 
 
 def report_of(body: Mapping[str, Any]) -> Report:
     """A :class:`~.joint.Report` from a SYNC's ``scope`` body (see :func:`make_payload`)."""
     keys = {int(k): float(c) for k, c in body.get("keys", ())}
     loads = tuple(float(x) for x in body.get("loads", ()))
-    scopes = int(body.get("scopes", 1))
-    return Report(int(body["first"]), int(body["last"]), float(body["records"]), keys, loads, scopes)
+    scopes, behind = int(body.get("scopes", 1)), bool(body.get("behind", False))
+    return Report(int(body["first"]), int(body["last"]), float(body["records"]), keys, loads, scopes, behind)
 
 
 def leave_await(p: Learner) -> None:
