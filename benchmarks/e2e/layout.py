@@ -12,7 +12,13 @@ earlier micro-batches reached (out of order: what the watermark sees as late).
 ``python -m benchmarks.e2e.layout`` routes a backlog like ``skewroute e2e-bench`` does (the same keyed raw topic,
 the same router workers and settings), reads the topic each configuration's job would read back, and prints
 these figures per configuration: a minute's check of the router's output order, where ``e2e-bench`` takes a
-Spark session per configuration.
+Spark session per configuration. With ``--rate R`` the records are produced live, at ``R`` per second with event
+times ``1 / R`` apart (the routers start first and keep up), and a micro-batch is what a live trigger reads: the
+records of ``--trigger-ms`` of event time (:func:`simulate_live`). Settings
+to measure go in ``--override`` (JSON merged into the settings file; ``routes`` item by item)::
+
+    python -m benchmarks.e2e.layout -n 8 --configs dalton --routers 4 --rate 20000 \
+        --override '{"routes": [{"partitioner": {"plan_together": true}}]}'
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class BatchLayout:
     partition_spread_ms: int  # the largest spread within one partition
     behind: int  # records older than the newest event time of the earlier micro-batches
     behind_ms: int  # how far the oldest of them lies behind that time
+    max_mean: float = 0.0  # the partitions' (tasks') records: the largest over their mean
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,8 @@ class Layout:
             "partition_spread_s_mean": round(float(np.mean([b.partition_spread_ms for b in steady])) / 1000, 2),
             "behind": sum(b.behind for b in self.batches),
             "behind_s_max": max(b.behind_ms for b in self.batches) / 1000,
+            "max_mean": round(float(np.mean([b.max_mean for b in steady])), 4),
+            "max_mean_max": round(max(b.max_mean for b in steady), 4),
         }
 
 
@@ -85,6 +94,7 @@ def simulate(parts: dict[int, tuple[npt.NDArray[Any], npt.NDArray[np.int64]]], b
         nxt = distribute_budget(starts, ends, budget)
         partials = records = 0
         lo, hi, widest, behind, behind_ms = None, None, 0, 0, 0
+        sizes = [max(0, nxt["t"][str(p)] - starts["t"][str(p)]) for p in parts]
         for p in parts:
             a, b = starts["t"][str(p)], nxt["t"][str(p)]
             if b <= a:
@@ -101,9 +111,41 @@ def simulate(parts: dict[int, tuple[npt.NDArray[Any], npt.NDArray[np.int64]]], b
                 behind += int(late.sum())
                 behind_ms = max(behind_ms, reached - tmin) if late.any() else behind_ms
         assert lo is not None and hi is not None
-        out.append(BatchLayout(records, partials, hi - lo, widest, behind, behind_ms))
+        out.append(BatchLayout(records, partials, hi - lo, widest, behind, behind_ms, _max_mean(sizes)))
         reached = hi if reached is None else max(reached, hi)
         starts = nxt
+    return Layout(out)
+
+
+def _max_mean(sizes: list[int]) -> float:
+    return float(max(sizes) / np.mean(sizes)) if sizes and sum(sizes) else 0.0
+
+
+def simulate_live(
+    parts: dict[int, tuple[npt.NDArray[Any], npt.NDArray[np.int64]]], trigger_ms: int, window_ms: int, n: int
+) -> Layout:
+    """Micro-batches of a live job: one per ``trigger_ms`` of event time, over the ``n`` partitions.
+
+    Routers in step route each record as it arrives, so a trigger reads about one slide of event time. The first
+    and the last (partial) triggers are left out.
+    """
+    t0 = min(int(t.min()) for _, t in parts.values())
+    t1 = max(int(t.max()) for _, t in parts.values())
+    out: list[BatchLayout] = []
+    codes: dict[int, npt.NDArray[np.int64]] = {}
+    for p, (keys, times) in parts.items():
+        _, inverse = np.unique(np.asarray(keys), return_inverse=True)
+        codes[p] = np.asarray(times // window_ms, np.int64) * (int(inverse.max(initial=0)) + 1) + inverse
+    for start in range(t0 + trigger_ms, t1 - trigger_ms + 1, trigger_ms):
+        sizes, partials = [], 0
+        for p in range(n):
+            if p not in parts:
+                sizes.append(0)
+                continue
+            sel = (parts[p][1] >= start) & (parts[p][1] < start + trigger_ms)
+            sizes.append(int(sel.sum()))
+            partials += int(np.unique(codes[p][sel]).size)
+        out.append(BatchLayout(sum(sizes), partials, trigger_ms, trigger_ms, 0, 0, _max_mean(sizes)))
     return Layout(out)
 
 
@@ -140,9 +182,14 @@ def read_layout(
 
 
 def _merge(doc: dict[str, Any], extra: dict[str, Any]) -> None:
+    """``extra`` merged into ``doc``: dicts key by key, lists of dicts item by item (the routes), else replaced."""
     for k, v in extra.items():
-        if isinstance(v, dict) and isinstance(doc.get(k), dict):
-            _merge(doc[k], v)
+        old = doc.get(k)
+        if isinstance(v, dict) and isinstance(old, dict):
+            _merge(old, v)
+        elif isinstance(v, list) and isinstance(old, list) and all(isinstance(x, dict) for x in (*v, *old)):
+            for mine, theirs in zip(old, v, strict=False):
+                _merge(mine, theirs)
         else:
             doc[k] = v
 
@@ -173,7 +220,14 @@ def _one(config: str, n: int, args: argparse.Namespace, bootstrap: str, data: An
         if spec.routed:
             routers = Routers(spec, procs, args.routers)
             routers.start()
-        if not args.route_after:  # routers first, as e2e-bench does: they route while the backlog is written
+        if args.rate > 0:  # live: produced at the data's own pace (its event time advances as wall time does)
+            producer = KeyedProducer(settings.kafka, spec.raw_topic, data, args.rate).start()
+            while not producer.done:
+                if producer.error is not None:
+                    raise RuntimeError(f"producing failed: {producer.error}")
+                time.sleep(0.2)
+            produce_s = time.monotonic() - t0
+        elif not args.route_after:  # routers first, as e2e-bench does: they route while the backlog is written
             KeyedProducer(settings.kafka, spec.raw_topic, data, 0.0).run_to_end()
             produce_s = time.monotonic() - t0
         route_s = cpu = routed = None
@@ -189,7 +243,10 @@ def _one(config: str, n: int, args: argparse.Namespace, bootstrap: str, data: An
             routers.stop()
     with contextlib.suppress(Exception):
         _drop_topics(spec)
-    res = simulate(parts, args.batch, args.window_s * 1000).summary()
+    if args.rate > 0:  # live: a trigger per slide of event time
+        res = simulate_live(parts, args.trigger_ms, args.window_s * 1000, n).summary()
+    else:
+        res = simulate(parts, args.batch, args.window_s * 1000).summary()
     t0_ms = min(int(t.min()) for _, t in parts.values())
     deciles = {p: [round((int(t[int(q * (len(t) - 1))]) - t0_ms) / 1000, 1) for q in np.linspace(0, 1, 11)]
                for p, (_, t) in sorted(parts.items())}  # fmt: skip
@@ -223,9 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap", default=None)
     ap.add_argument("--override", default="", help="settings merged into the routed runs' file (JSON)")
     ap.add_argument("--route-after", action="store_true", help="start the routers once the backlog is written")
+    ap.add_argument("--rate", type=float, default=0.0, help="produce live at this many records/s (0: a backlog)")
+    ap.add_argument("--trigger-ms", type=int, default=1000, help="live: the job's trigger, in event time")
     ap.add_argument("--out", default="reports/layout")
     args = ap.parse_args(argv)
-    data = build_input(args.workload, args.records, 0, args.seed)
+    data = build_input(args.workload, args.records, args.rate, args.seed)
     server = None
     if args.bootstrap is None:
         server = EmbeddedBroker(free_port(), state_dir=Path(args.out) / "broker").start()
