@@ -87,7 +87,9 @@ class ScopeReport(BaseModel):
     keys: list[tuple[KeyId, Annotated[int, Field(ge=0)]]] = Field(
         default_factory=list, description="the keys of at least a scope's records / n tuples, with their tuples"
     )
-    loads: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="tuples per combiner")
+    loads: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list, description="tuples per combiner in the last of them"
+    )
     scopes: int = Field(1, ge=1, description="how many scopes are added up")
     behind: bool = Field(False, description="the router was catching up when the last of them closed")
 
