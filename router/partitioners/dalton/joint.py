@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +66,7 @@ __all__ = [
     "others_per_tuple",
     "scope_report",
     "start_scope",
+    "take_plan",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -210,3 +212,59 @@ def others_per_tuple(n: int, total: float, own: float, large: Mapping[int, float
     share = room / room.sum() * own_rest if room.sum() > 0 else np.full(n, own_rest / n)
     expected = total / n - (own_planned + share)
     return np.maximum(expected, 0.0) / own
+
+
+class Planner(Protocol):
+    """What :func:`take_plan` reads and sets of a Dalton partitioner (so this module does not import it)."""
+
+    n: int
+    balance: float
+    plan_together: bool
+    scope_report: Report
+    others: F64
+    others_plans: list[tuple[int, F64]]
+    joint_from: int
+    joint_off: bool
+
+
+def take_plan(p: Planner, peers: Sequence[Report] | None, own: Report | None = None) -> None:
+    """Plan the combiners' load with the peers' reports: the router's plans by the scope each holds from.
+
+    ``own``: this router's report as the peers have it (default: its latest); every router must decide on the
+    same reports. The plan holds from the scope :func:`start_scope` names; plans for later scopes are dropped
+    (this one is newer), and a plan that changes little from the last one is not taken (:func:`changed`). When
+    a router catches up or they are out of step (:func:`in_step`), or once a planned scope summed off balance
+    (:func:`off_balance`, then for the router's life), the router balances its own tuples from that scope on.
+    ``None``: no peers, from now on. Without a report of its own yet, nothing changes.
+    """
+    zeros = np.zeros(p.n, dtype=np.float64)
+    if not p.plan_together:
+        return
+    if peers is None:
+        p.others_plans, p.others, p.joint_from = [], zeros, -1
+        return
+    own = p.scope_report if own is None else own
+    if own.records <= 0 or any(r.records <= 0 for r in peers):
+        return
+    reports = [own, *peers]
+    start = start_scope(reports)
+    planning = p.joint_from >= 0
+    share = imbalance(reports, p.joint_from) if planning else None
+    if share is not None and off_balance(share, p.balance):
+        p.joint_off = True  # its keys do not follow a plan
+    if p.joint_off or not in_step(reports):
+        if planning:
+            _schedule(p, start, zeros)
+            p.joint_from = -1
+        return
+    others = joint_plan(p.n, own, peers)
+    last = p.others_plans[-1][1] if p.others_plans else p.others
+    if planning and not changed(last, others):
+        return
+    _schedule(p, start, others)
+    if not planning:
+        p.joint_from = start
+
+
+def _schedule(p: Planner, start: int, others: F64) -> None:
+    p.others_plans = [(b, o) for b, o in p.others_plans if b < start] + [(start, others)]

@@ -62,16 +62,7 @@ import numpy.typing as npt
 from router.partitioners.base import Partitioner, PartitionerState
 from router.partitioners.dalton import sync
 from router.partitioners.dalton.bandit import BanditConfig, QTable, Reward
-from router.partitioners.dalton.joint import (
-    NO_REPORT,
-    Report,
-    changed,
-    imbalance,
-    in_step,
-    joint_plan,
-    off_balance,
-    start_scope,
-)
+from router.partitioners.dalton.joint import NO_REPORT, Report, take_plan
 from router.partitioners.dalton.placement_bandit import place_segment
 from router.partitioners.dalton.placement_sticky import (
     FILL_DIV,
@@ -330,45 +321,8 @@ class DaltonPartitioner(KeySlots, Partitioner):
         return place_segment(self, slots, ids, counts, inv, hot), hot
 
     def plan_with(self, peers: Sequence[Report] | None, own: Report | None = None) -> None:
-        """Plan the combiners' load with the peers' reports (routers that own their keys, see :mod:`.joint`).
-
-        ``own``: this router's report as the peers have it (default: its latest); every router must decide on
-        the same reports. The plan holds from the scope :func:`.joint.start_scope` names; plans for later scopes
-        are dropped (this one is newer), and a plan that changes little from the last one is not taken
-        (:func:`.joint.changed`). When a router catches up or they are out of step (:func:`.joint.in_step`), or
-        once a planned scope summed off balance (:func:`.joint.off_balance`), the router balances its own tuples
-        from that scope on. ``None``: no peers, from now on. Without a report of its own yet, nothing changes.
-        """
-        zeros = np.zeros(self.n, dtype=np.float64)
-        if not self.plan_together:
-            return
-        if peers is None:
-            self.others_plans, self.others, self.joint_from = [], zeros, -1
-            return
-        own = self.scope_report if own is None else own
-        if own.records <= 0 or any(r.records <= 0 for r in peers):
-            return
-        reports = [own, *peers]
-        start = start_scope(reports)
-        planning = self.joint_from >= 0
-        share = imbalance(reports, self.joint_from) if planning else None
-        if share is not None and off_balance(share, self.balance):
-            self.joint_off = True  # given up for this router's life: its keys do not follow a plan
-        if self.joint_off or not in_step(reports):
-            if planning:
-                self._schedule(start, zeros)
-                self.joint_from = -1
-            return
-        others = joint_plan(self.n, own, peers)
-        last = self.others_plans[-1][1] if self.others_plans else self.others
-        if planning and not changed(last, others):
-            return
-        self._schedule(start, others)
-        if not planning:
-            self.joint_from = start
-
-    def _schedule(self, start: int, others: F64) -> None:
-        self.others_plans = [(b, o) for b, o in self.others_plans if b < start] + [(start, others)]
+        """Plan the combiners' load with the peers' reports, and its own as they have it (:func:`.joint.take_plan`)."""
+        take_plan(self, peers, own)
 
     def set_backlog(self, behind: bool) -> None:
         """Whether the router is catching up on a backlog: then Spark's micro-batches span many slides.
