@@ -52,6 +52,7 @@ class BatchLayout:
     behind: int  # records older than the newest event time of the earlier micro-batches
     behind_ms: int  # how far the oldest of them lies behind that time
     max_mean: float = 0.0  # the partitions' (tasks') records: the largest over their mean
+    groups: int = 0  # distinct (window, key) over all partitions: the final aggregate's rows it touches
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class Layout:
         return {
             "batches": len(self.batches),
             "partials": self.partials,
+            "groups": sum(b.groups for b in self.batches),
             "spread_s_mean": round(float(np.mean([b.spread_ms for b in steady])) / 1000, 2),
             "partition_spread_s_mean": round(float(np.mean([b.partition_spread_ms for b in steady])) / 1000, 2),
             "behind": sum(b.behind for b in self.batches),
@@ -80,14 +82,28 @@ class Layout:
         }
 
 
+def _group_codes(
+    parts: dict[int, tuple[npt.NDArray[Any], npt.NDArray[np.int64]]], window_ms: int
+) -> dict[int, npt.NDArray[np.int64]]:
+    """Per partition, each record's (window, key) as one integer, the same integer in every partition."""
+    if not parts:
+        return {}
+    order = list(parts)
+    _, inverse = np.unique(np.concatenate([np.asarray(parts[p][0]) for p in order]), return_inverse=True)
+    width = int(inverse.max(initial=0)) + 1
+    codes, at = {}, 0
+    for p in order:
+        keys, times = parts[p]
+        codes[p] = np.asarray(times // window_ms, np.int64) * width + inverse[at : at + len(keys)]
+        at += len(keys)
+    return codes
+
+
 def simulate(parts: dict[int, tuple[npt.NDArray[Any], npt.NDArray[np.int64]]], budget: int, window_ms: int) -> Layout:
     """Drain ``parts`` (per partition: keys and event times in offset order) in micro-batches of ``budget``."""
     starts = {"t": {str(p): 0 for p in parts}}
     ends = {"t": {str(p): len(parts[p][0]) for p in parts}}
-    codes: dict[int, npt.NDArray[np.int64]] = {}
-    for p, (keys, times) in parts.items():
-        _, inverse = np.unique(np.asarray(keys), return_inverse=True)
-        codes[p] = np.asarray(times // window_ms, np.int64) * (int(inverse.max(initial=0)) + 1) + inverse
+    codes = _group_codes(parts, window_ms)
     out: list[BatchLayout] = []
     reached: int | None = None
     while starts != ends:
@@ -95,12 +111,14 @@ def simulate(parts: dict[int, tuple[npt.NDArray[Any], npt.NDArray[np.int64]]], b
         partials = records = 0
         lo, hi, widest, behind, behind_ms = None, None, 0, 0, 0
         sizes = [max(0, nxt["t"][str(p)] - starts["t"][str(p)]) for p in parts]
+        taken: list[npt.NDArray[np.int64]] = []
         for p in parts:
             a, b = starts["t"][str(p)], nxt["t"][str(p)]
             if b <= a:
                 continue
             t = parts[p][1][a:b]
-            partials += int(np.unique(codes[p][a:b]).size)
+            taken.append(np.unique(codes[p][a:b]))
+            partials += int(taken[-1].size)
             records += b - a
             tmin, tmax = int(t.min()), int(t.max())
             lo = tmin if lo is None else min(lo, tmin)
@@ -111,7 +129,8 @@ def simulate(parts: dict[int, tuple[npt.NDArray[Any], npt.NDArray[np.int64]]], b
                 behind += int(late.sum())
                 behind_ms = max(behind_ms, reached - tmin) if late.any() else behind_ms
         assert lo is not None and hi is not None
-        out.append(BatchLayout(records, partials, hi - lo, widest, behind, behind_ms, _max_mean(sizes)))
+        groups = int(np.unique(np.concatenate(taken)).size)
+        out.append(BatchLayout(records, partials, hi - lo, widest, behind, behind_ms, _max_mean(sizes), groups))
         reached = hi if reached is None else max(reached, hi)
         starts = nxt
     return Layout(out)
@@ -132,20 +151,19 @@ def simulate_live(
     t0 = min(int(t.min()) for _, t in parts.values())
     t1 = max(int(t.max()) for _, t in parts.values())
     out: list[BatchLayout] = []
-    codes: dict[int, npt.NDArray[np.int64]] = {}
-    for p, (keys, times) in parts.items():
-        _, inverse = np.unique(np.asarray(keys), return_inverse=True)
-        codes[p] = np.asarray(times // window_ms, np.int64) * (int(inverse.max(initial=0)) + 1) + inverse
+    codes = _group_codes(parts, window_ms)
     for start in range(t0 + trigger_ms, t1 - trigger_ms + 1, trigger_ms):
-        sizes, partials = [], 0
+        sizes, partials, taken = [], 0, [np.zeros(0, np.int64)]
         for p in range(n):
             if p not in parts:
                 sizes.append(0)
                 continue
             sel = (parts[p][1] >= start) & (parts[p][1] < start + trigger_ms)
             sizes.append(int(sel.sum()))
-            partials += int(np.unique(codes[p][sel]).size)
-        out.append(BatchLayout(sum(sizes), partials, trigger_ms, trigger_ms, 0, 0, _max_mean(sizes)))
+            taken.append(np.unique(codes[p][sel]))
+            partials += int(taken[-1].size)
+        groups = int(np.unique(np.concatenate(taken)).size)
+        out.append(BatchLayout(sum(sizes), partials, trigger_ms, trigger_ms, 0, 0, _max_mean(sizes), groups))
     return Layout(out)
 
 
@@ -154,7 +172,8 @@ def read_layout(
 ) -> dict[int, tuple[npt.NDArray[Any], Any]]:
     """Keys and event times per partition of ``topic``, in offset order (routed records or raw JSON records).
 
-    With ``dump``, also writes per partition the event times and (routed) the raw partition of each record there.
+    With ``dump``, also writes per partition the keys, the event times and (routed) the raw partition of each record
+    there.
     """
     from benchmarks.topic_reader import read_topic
     from schemas.records import decode_routed_record
@@ -175,7 +194,7 @@ def read_layout(
         rs.sort()
         out[p] = (np.array([k for _, k, _ in rs]), np.array([t for _, _, t in rs], np.int64))
     if dump is not None:
-        arrays = {f"t{p}": t for p, (_, t) in out.items()}
+        arrays = {f"t{p}": t for p, (_, t) in out.items()} | {f"k{p}": k for p, (k, _) in out.items()}
         arrays |= {f"p{p}": np.array([s for _, s in sorted(v)], np.int32) for p, v in src.items()}
         np.savez_compressed(dump, **arrays)
     return out

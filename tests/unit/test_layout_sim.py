@@ -21,6 +21,7 @@ def test_live_triggers_cut_by_event_time_and_count_partials_per_task() -> None:
     for b in layout.batches:
         assert b.records == 1_500  # 1,000 + 500 per second
         assert b.partials == 3  # (p0, a), (p1, a), (p1, b): one window
+        assert b.groups == 2  # (window, a) and (window, b): a key split over two tasks is one group
         assert b.max_mean == 1_000 / 750
     assert layout.summary()["max_mean"] == round(1_000 / 750, 4)
 
@@ -29,6 +30,7 @@ def test_offset_cuts_take_the_same_share_of_every_partition() -> None:
     layout = simulate(_parts(), 1_500, 10_000)
     assert sum(b.records for b in layout.batches) == 6_000
     assert all(b.max_mean == 1_000 / 750 for b in layout.batches)  # each cut: two thirds from partition 0
+    assert [b.groups for b in layout.batches] == [2, 2, 2, 2]  # every cut holds a and b of the one window
 
 
 def test_an_override_merges_into_the_route_it_names() -> None:
