@@ -396,10 +396,11 @@ class RouteDataPlane:
         if not self._count_window:
             self.partitioner.set_backlog(self._catch_up.update(limit_ms - self._ahead_ms, int(clock[-1])))
         t0 = time.perf_counter()
+        keys = ext.keys if ext.key_buffer is None else ext.key_buffer  # the scan's buffer: hashed whole
         if self.window is None:
-            combiners = self.partitioner.assign(ext.keys, times_or_none)
+            combiners = self.partitioner.assign(keys, times_or_none)
         else:  # the key ids the partitioner computed anyway: the window metrics count distinct keys by them
-            combiners, key_ids = self.partitioner.assign_with_ids(ext.keys, times_or_none)
+            combiners, key_ids = self.partitioner.assign_with_ids(keys, times_or_none)
         dt = time.perf_counter() - t0
         self.stats.partitioner_s += dt
         self.metrics.partitioner_seconds.inc(dt)

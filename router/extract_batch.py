@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from router.extract_fields import BadRecord, Extracted, RawMessage, unexpected
 from router.extract_scan import READ, scan_records
+from router.partitioners.keys import KeyBuffer
 from schemas.exceptions import RecordError
 from schemas.settings import RouteSettings
 
@@ -163,7 +164,8 @@ def extract_scan(messages: Sequence[RawMessage], plan: FieldPlan, limits: Limits
     if good.all():
         parts: list[int] = [m.partition() for m in messages]  # type: ignore[misc]  # never None when consumed
         offsets: list[int] = [m.offset() for m in messages]  # type: ignore[misc]
-        return Extracted(keys, t_list, x_list, values, parts, offsets)  # type: ignore[arg-type]  # no None
+        buffer = KeyBuffer(key_bytes, key_ends, keys)  # the partitioner hashes the keys' bytes whole
+        return Extracted(keys, t_list, x_list, values, parts, offsets, key_buffer=buffer)  # type: ignore[arg-type]  # no None
     return _mixed(messages, good, keys, t_list, x_list, values, one)  # type: ignore[arg-type]  # no None where good
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from router.partitioners.keys import KeyBuffer
 from schemas.exceptions import RecordError
 from schemas.settings import KeySpec, TimeSpec
 
@@ -100,6 +101,8 @@ class Extracted:
     partitions: list[int] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
     bad: list[BadRecord] = field(default_factory=list)
+    #: the keys' bytes in one buffer (the compiled scan's, when it read every record): hashed whole
+    key_buffer: KeyBuffer | None = None
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -7,6 +7,10 @@ hashes each algorithm needs, and the per-tuple index into the distinct keys.
 A key's identity is its bytes: ``str`` keys are UTF-8 encoded and an integer ``k`` is the ASCII decimal
 ``str(k)``, so ``7``, ``"7"`` and ``b"7"`` are the same key everywhere (ids, hashes, decisions). Hashes
 are ``murmur3_32(key_bytes, seed)`` (mmh3), identical on every process and machine.
+
+A batch may also come as a :class:`KeyBuffer`: every key's bytes in one buffer, as the router's compiled JSON
+scan leaves them. It is hashed whole by compiled loops (:mod:`router.partitioners.key_hash`), with the same ids
+and hashes, and no Python object or cache entry per key.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ __all__ = [
     "KEY_ID_SEED",
     "SEED_STEP",
     "KeyBatch",
+    "KeyBuffer",
     "KeyCodec",
     "Keys",
     "distinct_candidates",
@@ -48,7 +53,23 @@ MAX_CACHE_BYTES = 256 << 20
 #: Estimated cost of one cache entry besides the key's own bytes (dict slot, str header, table rows).
 ENTRY_BYTES = 120
 
-Keys = npt.ArrayLike | Sequence[bytes | str | int]
+
+@dataclass(frozen=True, slots=True)
+class KeyBuffer:
+    """A batch of keys as their canonical bytes in one buffer: key ``t`` is ``data[offsets[t]:offsets[t + 1]]``.
+
+    ``keys`` holds the same keys as ``str`` (what the rest of the data plane uses); the codec hashes ``data``.
+    """
+
+    data: npt.NDArray[np.uint8]
+    offsets: npt.NDArray[np.int32]
+    keys: Sequence[str]
+
+    def __len__(self) -> int:
+        return int(self.offsets.shape[0]) - 1
+
+
+Keys = npt.ArrayLike | Sequence[bytes | str | int] | KeyBuffer
 U64 = npt.NDArray[np.uint64]
 U32 = npt.NDArray[np.uint32]
 IntP = npt.NDArray[np.intp]
@@ -118,7 +139,10 @@ class KeyCodec:
             raise ValueError(f"n_hashes must be >= 0, got {n_hashes}")
         self.n_hashes = n_hashes
         self.hash_seed = hash_seed
-        choice_kernels()  # load the compiled loops now (once per process) rather than inside the first batch
+        if choice_kernels() is not None:  # load the compiled loops now (once per process), not in the first batch
+            from router.partitioners.key_hash import warm
+
+            warm()
         self.seeds = tuple(hash_seed + SEED_STEP * j for j in range(n_hashes))
         self._cache: dict[Any, int] = {}  # key -> its row in _ids / _hashes
         self._used = 0  # rows of _ids / _hashes in use
@@ -129,6 +153,7 @@ class KeyCodec:
         self._dense_ids: U64 = np.zeros(0, dtype=np.uint64)
         self._dense_h: U32 = np.zeros((0, n_hashes), dtype=np.uint32)
         self._dense_known: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
+        self._seed_array: npt.NDArray[np.uint32] | None = None  # the seeds, for the compiled buffer hash
 
     def __getstate__(self) -> dict[str, Any]:
         return {"n_hashes": self.n_hashes, "hash_seed": self.hash_seed}
@@ -191,6 +216,8 @@ class KeyCodec:
 
     def encode(self, keys: Keys) -> KeyBatch:
         """Reduce a batch of keys to a :class:`KeyBatch`."""
+        if isinstance(keys, KeyBuffer):
+            return self._encode_buffer(keys)
         arr = keys if isinstance(keys, np.ndarray) else None
         if arr is None and isinstance(keys, Sequence) and keys and isinstance(keys[0], int):
             arr = np.asarray(keys)
@@ -215,6 +242,17 @@ class KeyCodec:
         pos = dict(zip(distinct, range(len(distinct)), strict=True))
         ids, hashes = self._lookup(distinct)
         return KeyBatch(ids, hashes, np.fromiter(map(pos.__getitem__, seq), np.intp, len(seq)))
+
+    def _encode_buffer(self, keys: KeyBuffer) -> KeyBatch:
+        """A :class:`KeyBuffer` hashed whole, compiled (falls back to the keys one by one without numba)."""
+        if choice_kernels() is None:  # pragma: no cover - numba is a dependency
+            return self.encode(list(keys.keys))
+        from router.partitioners.key_hash import hash_buffer
+
+        if self._seed_array is None:
+            self._seed_array = np.array(self.seeds, dtype=np.uint32)
+        ids, hashes, inverse = hash_buffer(keys.data, keys.offsets, KEY_ID_SEED, self._seed_array)
+        return KeyBatch(ids, hashes, inverse)
 
 
 def distinct_candidates(hashes: U32, n: int, d: int | None = None) -> npt.NDArray[np.int64]:
