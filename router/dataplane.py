@@ -406,6 +406,5 @@ class RouteDataPlane:
         self.metrics.partitioner_seconds.inc(dt)
         self.metrics.partitioner_per_tuple.set(dt / len(ext.keys))
         if self.window is not None:
-            for w in self.window.observe(key_ids, combiners, clock):
-                self.metrics.window_done(w)
+            self.metrics.windows_done(self.window.observe(key_ids, combiners, clock))
         return combiners

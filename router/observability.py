@@ -180,11 +180,18 @@ class RouteMetrics:
 
     def window_done(self, stats: WindowStats) -> None:
         """Publish one completed window."""
-        for g, v in zip(self.loads, stats.loads.tolist(), strict=True):
+        self.windows_done([stats])
+
+    def windows_done(self, done: list[WindowStats]) -> None:
+        """Publish the windows a batch completed: all are counted, the gauges show the newest."""
+        if not done:
+            return
+        last = done[-1]
+        for g, v in zip(self.loads, last.loads.tolist(), strict=True):
             g.set(v)
-        self.imbalance.set(stats.max_over_mean)
-        self.replication.set(stats.replication)
-        self.windows.inc()
+        self.imbalance.set(last.max_over_mean)
+        self.replication.set(last.replication)
+        self.windows.inc(len(done))
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from router.dataplane import make_partitioner
-from router.observability import RouterMetrics, WindowTracker
+from router.observability import RouterMetrics, WindowStats, WindowTracker
 from router.partitioners import available, create
 from router.partitioners.keys import KeyCodec
 from router.window_distinct import distinct_by_window, distinct_by_window_py
@@ -95,6 +95,17 @@ def test_exposition_names_routes() -> None:
     assert 'skewroute_tuples_in_total{route="clicks"} 5.0' in text
     assert 'skewroute_tuples_dead_lettered_total{field="user.id",route="clicks"} 1.0' in text
     assert 'skewroute_route_info{instance="w1",partitioner="hash",route="clicks"} 3.0' in text
+
+
+def test_a_batchs_windows_are_all_counted_and_the_gauges_show_the_newest() -> None:
+    m = RouterMetrics("w1")
+    r = m.route("clicks", "hash", 2)
+    r.windows_done([WindowStats(0, np.array([4, 4]), 3, 3), WindowStats(1, np.array([2, 6]), 2, 4)])
+    r.windows_done([])
+    text = m.exposition().decode()
+    assert 'skewroute_windows_total{route="clicks"} 2.0' in text
+    assert 'skewroute_combiner_load{combiner="1",route="clicks"} 6.0' in text
+    assert 'skewroute_window_replication{route="clicks"} 2.0' in text
 
 
 _SETTINGS: dict[str, dict[str, object]] = {"pkg": {"d": 3}, "cam": {"windowing": "sliding"}, "lm": {"p": 0.3}}
