@@ -153,7 +153,7 @@ class KeyCodec:
         self._dense_ids: U64 = np.zeros(0, dtype=np.uint64)
         self._dense_h: U32 = np.zeros((0, n_hashes), dtype=np.uint32)
         self._dense_known: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
-        self._seed_array: npt.NDArray[np.uint32] | None = None  # the seeds, for the compiled buffer hash
+        self._seed_array = np.array(self.seeds, dtype=np.uint32)  # the seeds, for the compiled buffer hash
 
     def __getstate__(self) -> dict[str, Any]:
         return {"n_hashes": self.n_hashes, "hash_seed": self.hash_seed}
@@ -249,8 +249,6 @@ class KeyCodec:
             return self.encode(list(keys.keys))
         from router.partitioners.key_hash import hash_buffer
 
-        if self._seed_array is None:
-            self._seed_array = np.array(self.seeds, dtype=np.uint32)
         ids, hashes, inverse = hash_buffer(keys.data, keys.offsets, KEY_ID_SEED, self._seed_array)
         return KeyBatch(ids, hashes, inverse)
 

@@ -150,3 +150,18 @@ def test_measures_are_the_correctly_rounded_doubles() -> None:
         want = float(orjson.loads(values[i])["m"])
         assert not nulls[i] and math.copysign(1, measures[i]) == math.copysign(1, want)
         assert measures[i] == want, texts[i]
+
+
+def test_a_batch_read_whole_hands_its_key_buffer_on() -> None:
+    """The partitioner hashes the scan's key buffer: there when every record was read, and the same keys."""
+    r = RouteSettings.model_validate({"raw_topic": "raw", "key": {"field": "key"}})
+    ex = Extractor(r, max_key_bytes=4096, vectorized=True)
+    good = [b'{"key":"k%d\xc3\xa9","n":7}' % i for i in range(SCAN_MIN)] + [b'{"key":42}']
+    out = ex.extract(_msgs(good), 1_800_000_000_000)
+    assert out.key_buffer is not None and list(out.key_buffer.keys) == out.keys
+    data, offsets = out.key_buffer.data.tobytes(), out.key_buffer.offsets
+    assert [data[offsets[i] : offsets[i + 1]].decode() for i in range(len(out.keys))] == out.keys == [
+        *(f"k{i}é" for i in range(SCAN_MIN)), "42"
+    ]
+    doubt = ex.extract(_msgs([*good, b'{"key":"a\\u00e9"}']), 1_800_000_000_000)  # a record for the slow path
+    assert doubt.key_buffer is None and doubt.keys[-1] == "aé"
