@@ -160,8 +160,10 @@ def test_a_batch_read_whole_hands_its_key_buffer_on() -> None:
     out = ex.extract(_msgs(good), 1_800_000_000_000)
     assert out.key_buffer is not None and list(out.key_buffer.keys) == out.keys
     data, offsets = out.key_buffer.data.tobytes(), out.key_buffer.offsets
-    assert [data[offsets[i] : offsets[i + 1]].decode() for i in range(len(out.keys))] == out.keys == [
-        *(f"k{i}é" for i in range(SCAN_MIN)), "42"
-    ]
+    assert (
+        [data[offsets[i] : offsets[i + 1]].decode() for i in range(len(out.keys))]
+        == out.keys
+        == [*(f"k{i}é" for i in range(SCAN_MIN)), "42"]
+    )
     doubt = ex.extract(_msgs([*good, b'{"key":"a\\u00e9"}']), 1_800_000_000_000)  # a record for the slow path
     assert doubt.key_buffer is None and doubt.keys[-1] == "aé"
