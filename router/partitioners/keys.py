@@ -15,10 +15,10 @@ and hashes, and no Python object or cache entry per key.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, overload
 
 import mmh3
 import numpy as np
@@ -55,10 +55,11 @@ ENTRY_BYTES = 120
 
 
 @dataclass(frozen=True, slots=True)
-class KeyBuffer:
+class KeyBuffer(Sequence[str]):
     """A batch of keys as their canonical bytes in one buffer: key ``t`` is ``data[offsets[t]:offsets[t + 1]]``.
 
-    ``keys`` holds the same keys as ``str`` (what the rest of the data plane uses); the codec hashes ``data``.
+    ``keys`` holds the same keys as ``str``. The codec hashes ``data``; to anything else (a partitioner that reads
+    the keys themselves) the buffer is the sequence of those ``str`` keys.
     """
 
     data: npt.NDArray[np.uint8]
@@ -66,7 +67,17 @@ class KeyBuffer:
     keys: Sequence[str]
 
     def __len__(self) -> int:
-        return int(self.offsets.shape[0]) - 1
+        return len(self.keys)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        return self.keys[i]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys)
 
 
 Keys = npt.ArrayLike | Sequence[bytes | str | int] | KeyBuffer

@@ -64,6 +64,17 @@ def test_the_codec_gives_a_buffer_the_batch_it_gives_the_keys() -> None:
     assert codec.encode(list(range(50))).ids.tolist() == codec.encode(_buffer([str(i) for i in range(50)])).ids.tolist()
 
 
+def test_a_buffer_reads_as_its_keys() -> None:
+    # a partitioner that reads the keys themselves (the benchmarks' pass-through, a plug-in) gets the str keys
+    buf = _buffer(["a", "bé", "a"])
+    assert (
+        len(buf) == 3
+        and list(buf) == ["a", "bé", "a"]
+        and buf[1] == "bé"
+        and list(map(hash, buf)) == [hash("a"), hash("bé"), hash("a")]
+    )
+
+
 @pytest.mark.parametrize("name", ["hash", "pkg", "dalton", "fish", "cam"])
 def test_a_partitioner_decides_the_same_on_a_buffer(name: str) -> None:
     rng = np.random.default_rng(4)
