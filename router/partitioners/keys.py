@@ -10,7 +10,7 @@ are ``murmur3_32(key_bytes, seed)`` (mmh3), identical on every process and machi
 
 A batch may also come as a :class:`KeyBuffer`: every key's bytes in one buffer, as the router's compiled JSON
 scan leaves them. It is hashed whole by compiled loops (:mod:`router.partitioners.key_hash`), with the same ids
-and hashes, and no Python object or cache entry per key.
+and hashes, and no dict lookup or cache entry per key.
 """
 
 from __future__ import annotations
