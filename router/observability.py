@@ -178,10 +178,6 @@ class RouteMetrics:
         """Count one dead-lettered record."""
         self._m.dead.labels(self.route, field).inc()
 
-    def window_done(self, stats: WindowStats) -> None:
-        """Publish one completed window."""
-        self.windows_done([stats])
-
     def windows_done(self, done: list[WindowStats]) -> None:
         """Publish the windows a batch completed: all are counted, the gauges show the newest."""
         if not done:

@@ -39,7 +39,7 @@ def metrics_url() -> Iterator[str]:
     r.tuples_out.inc(990)
     r.dead_lettered("value")
     r.batch_seconds.observe(0.02)
-    r.window_done(WindowStats(0, np.array([10, 20, 30]), keys=5, pairs=6))
+    r.windows_done([WindowStats(0, np.array([10, 20, 30]), keys=5, pairs=6)])
     r.partition_lag(0, 4_000)
     r.partition_lag(3, 321)
     _with_sync(m)
