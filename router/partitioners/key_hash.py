@@ -53,6 +53,15 @@ def _fmix64(k: np.uint64) -> np.uint64:
     return k
 
 
+def _scramble64(k: np.uint64, first: np.uint64, r: int, second: np.uint64) -> np.uint64:
+    """A block's (or the tail's) word before it is mixed into its half: multiply, rotate, multiply."""
+    return _rotl64(k * first, r) * second
+
+
+def _scramble32(k: np.uint32) -> np.uint32:
+    return np.uint32(_rotl32(np.uint32(k * _C1_32), 15) * _C2_32)
+
+
 def _read64(buf: npt.NDArray[np.uint8], at: int, count: int) -> np.uint64:
     """``count`` (at most 8) bytes from ``at``, little-endian."""
     v = np.uint64(0)
@@ -75,36 +84,20 @@ def murmur3_64_py(buf: npt.NDArray[np.uint8], lo: int, hi: int, seed: int) -> np
     h2 = np.uint64(seed)
     at = lo
     for _ in range(length // 16):
-        k1 = _read64(buf, at, 8)
-        k2 = _read64(buf, at + 8, 8)
-        at += 16
-        k1 *= _C1_64
-        k1 = _rotl64(k1, 31)
-        k1 *= _C2_64
-        h1 ^= k1
+        h1 ^= _scramble64(_read64(buf, at, 8), _C1_64, 31, _C2_64)
         h1 = _rotl64(h1, 27)
         h1 += h2
         h1 = h1 * np.uint64(5) + np.uint64(0x52DCE729)
-        k2 *= _C2_64
-        k2 = _rotl64(k2, 33)
-        k2 *= _C1_64
-        h2 ^= k2
+        h2 ^= _scramble64(_read64(buf, at + 8, 8), _C2_64, 33, _C1_64)
+        at += 16
         h2 = _rotl64(h2, 31)
         h2 += h1
         h2 = h2 * np.uint64(5) + np.uint64(0x38495AB5)
     rest = length & 15
     if rest > 8:
-        k2 = _read64(buf, at + 8, rest - 8)
-        k2 *= _C2_64
-        k2 = _rotl64(k2, 33)
-        k2 *= _C1_64
-        h2 ^= k2
+        h2 ^= _scramble64(_read64(buf, at + 8, rest - 8), _C2_64, 33, _C1_64)
     if rest > 0:
-        k1 = _read64(buf, at, min(rest, 8))
-        k1 *= _C1_64
-        k1 = _rotl64(k1, 31)
-        k1 *= _C2_64
-        h1 ^= k1
+        h1 ^= _scramble64(_read64(buf, at, min(rest, 8)), _C1_64, 31, _C2_64)
     h1 ^= np.uint64(length)
     h2 ^= np.uint64(length)
     h1 += h2
@@ -120,21 +113,13 @@ def murmur3_32_py(buf: npt.NDArray[np.uint8], lo: int, hi: int, seed: int) -> np
     h = np.uint32(seed)
     at = lo
     for _ in range(length // 4):
-        k = _read32(buf, at, 4)
+        h ^= _scramble32(_read32(buf, at, 4))
         at += 4
-        k = np.uint32(k * _C1_32)
-        k = _rotl32(k, 15)
-        k = np.uint32(k * _C2_32)
-        h ^= k
         h = _rotl32(h, 13)
         h = np.uint32(h * np.uint32(5) + np.uint32(0xE6546B64))
     rest = length & 3
     if rest > 0:
-        k = _read32(buf, at, rest)
-        k = np.uint32(k * _C1_32)
-        k = _rotl32(k, 15)
-        k = np.uint32(k * _C2_32)
-        h ^= k
+        h ^= _scramble32(_read32(buf, at, rest))
     h ^= np.uint32(length)
     h ^= h >> np.uint32(16)
     h = np.uint32(h * _F1_32)
@@ -172,7 +157,7 @@ def distinct_ids_py(ids: U64) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp
             if ids[first[j]] == v:
                 inverse[t] = j
                 break
-            s = np.intp((s + 1) & (size - 1))
+            s = np.intp((s + 1) & mask)
     return first[:count], inverse
 
 
@@ -199,6 +184,8 @@ def hash_buffer_py(
 _rotl64 = compile_loop(_rotl64)
 _rotl32 = compile_loop(_rotl32)
 _fmix64 = compile_loop(_fmix64)
+_scramble64 = compile_loop(_scramble64)
+_scramble32 = compile_loop(_scramble32)
 _read64 = compile_loop(_read64)
 _read32 = compile_loop(_read32)
 murmur3_64 = compile_loop(murmur3_64_py)
