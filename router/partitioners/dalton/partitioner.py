@@ -24,7 +24,8 @@ divided by ``n``):
    Cooperating routers (``routers > 1``, or after a sync or merge) put first the candidate chosen by a
    per-combiner share fitted on the previous scope's keys (:func:`fit_accept`) and a per-key number derived
    from the key id, the same on every router, with room under ``(1 + 2 balance)`` times the larger of
-   ``level`` and the previous scope's mean;
+   ``level`` and the previous scope's mean (the mean the scope is expected to end with when the previous
+   scope is unknown: a router's first scope is the part of one from its first tuple, and fits nothing);
 2. then split and hot keys, largest first: each fills the combiners that already hold it up to
    ``level * (1 + balance)`` before it reaches a further one (in its probe order). One router places them
    between its held keys and its new ones, so the new keys fill around them. Cooperating routers whose hot
@@ -198,8 +199,11 @@ class DaltonPartitioner(KeySlots, Partitioner):
         self.next_accept: F64 | None = None
         #: per slot: the combiner holding the key whole when it was last routed (-1: split, or unknown)
         self.last_comb: npt.NDArray[np.int16] = np.full(_INITIAL_SLOTS, -1, dtype=np.int16)
-        #: tuples this router routed in the previous scope (the expected size of the current one)
+        #: tuples this router routed in the previous scope (the expected size of the current one; 0: unknown)
         self.last_total = 0.0
+        #: the block of this router's first scope (-1: none yet): it starts where the router does, mid-slide as a
+        #: rule, and such a part of a scope says nothing of the next one's size
+        self.first_block = -1
         #: the current scope's segments as (slots, tuples) pairs: what one router plans the next scope on
         self.scope_segments: list[tuple[IntP, I64]] = []
         #: routers that own their keys, planned together (:mod:`.joint`): per combiner, the load the other
@@ -228,14 +232,18 @@ class DaltonPartitioner(KeySlots, Partitioner):
         block = int(t // self.slide)
         if block != self.win.block and self.placement == "sticky":  # a new scope: refit the shared tail rule
             nxt = block == self.win.block + 1
-            self.fit = fit_accept(self.tail_pairs) if nxt else np.ones(self.n)
+            if self.win.block < 0:
+                self.first_block = block
+            # the closing scope was this router's first and began after its slide's start: only part of one
+            part = self.win.block == self.first_block and self.scope_start > self.win.block * self.slide
+            self.fit = fit_accept(self.tail_pairs) if nxt and not part else np.ones(self.n)
             # cooperating routers: the rule they agreed on during the closing scope (the same on every router
             # for the whole scope), else this router's own fit
             shared = self.next_accept if nxt and self.cooperative else None
             self.accept = self.fit if shared is None else shared
             self.next_accept = None
             self.tail_pairs[:] = 0
-            self.last_total = float(self.win.head_load.sum()) if nxt else 0.0
+            self.last_total = float(self.win.head_load.sum()) if nxt and not part else 0.0
             while self.others_plans and self.others_plans[0][0] <= block:  # a plan made with peers holds from here
                 self.others = self.others_plans.pop(0)[1]
             if nxt and not self.cooperative:

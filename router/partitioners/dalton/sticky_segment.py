@@ -226,7 +226,11 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
         room, hold = basis * (1 + balance), basis * (1 + 2 * balance)
         rows = place_keys(back, counts, c1, c2, held, loads, room, hold, buf, False, True)
     if cooperative:
-        spill = max(level, last_total / n) * (1.0 + 2.0 * balance)
+        # against the previous scope's mean; in a first scope (none before it), against the mean this one is
+        # expected to end with, as one router's hold cap: the scope-to-date level of its first small segments
+        # differs between routers, and tail keys they spilled differently would stay split for the whole scope
+        first_scope = min(max(level, forecast / n), ahead * level)
+        spill = (max(level, last_total / n) if last_total > 0 else first_scope) * (1.0 + 2.0 * balance)
         tail = np.concatenate((held1, fresh))
         rows += place_keys(tail, counts, c1, c2, held, loads, spill, spill, buf[rows:], False, False)
         rows += place_keys(rest, counts, c1, c2, held, loads, cap, cap, buf[rows:], False, False)
