@@ -236,14 +236,15 @@ class DaltonPartitioner(KeySlots, Partitioner):
                 self.first_block = block
             # the closing scope was this router's first and began after its slide's start: only part of one
             part = self.win.block == self.first_block and self.scope_start > self.win.block * self.slide
-            self.fit = fit_accept(self.tail_pairs) if nxt and not part else np.ones(self.n)
+            whole = nxt and not part  # the closing scope, whole and just before this one: fit and size on it
+            self.fit = fit_accept(self.tail_pairs) if whole else np.ones(self.n)
             # cooperating routers: the rule they agreed on during the closing scope (the same on every router
             # for the whole scope), else this router's own fit
             shared = self.next_accept if nxt and self.cooperative else None
             self.accept = self.fit if shared is None else shared
             self.next_accept = None
             self.tail_pairs[:] = 0
-            self.last_total = float(self.win.head_load.sum()) if nxt and not part else 0.0
+            self.last_total = float(self.win.head_load.sum()) if whole else 0.0
             while self.others_plans and self.others_plans[0][0] <= block:  # a plan made with peers holds from here
                 self.others = self.others_plans.pop(0)[1]
             if nxt and not self.cooperative:

@@ -225,20 +225,18 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
         basis = max(level, last_total / n)
         room, hold = basis * (1 + balance), basis * (1 + 2 * balance)
         rows = place_keys(back, counts, c1, c2, held, loads, room, hold, buf, False, True)
+    # the mean the scope is expected to end with: early in a scope the counts' noise is large next to the
+    # level, and a key split (or spilled) then stays so for the whole scope
+    expected = min(max(level, forecast / n), ahead * level)
     if cooperative:
-        # against the previous scope's mean; in a first scope (none before it), against the mean this one is
-        # expected to end with, as one router's hold cap: the scope-to-date level of its first small segments
-        # differs between routers, and tail keys they spilled differently would stay split for the whole scope
-        first_scope = min(max(level, forecast / n), ahead * level)
-        spill = (max(level, last_total / n) if last_total > 0 else first_scope) * (1.0 + 2.0 * balance)
+        # the tail against the previous scope's mean, else (a first scope) the expected one: the level of the
+        # first small segments differs between routers, and tail keys they spilled differently stay split
+        spill = (max(level, last_total / n) if last_total > 0 else expected) * (1.0 + 2.0 * balance)
         tail = np.concatenate((held1, fresh))
         rows += place_keys(tail, counts, c1, c2, held, loads, spill, spill, buf[rows:], False, False)
         rows += place_keys(rest, counts, c1, c2, held, loads, cap, cap, buf[rows:], False, False)
     else:
-        # the allowance over the level, against the scope's expected mean: early in a scope the counts' noise
-        # is large next to the level, and a key split then stays split for the whole scope
-        expected = min(max(level, forecast / n), ahead * level)
-        hold_cap = level + hold_one * balance * expected
+        hold_cap = level + hold_one * balance * expected  # one router's allowance over the level
         rows += place_keys(held1, counts, c1, c2, held, loads, cap, hold_cap, buf[rows:], True, True)
         rows += place_keys(rest, counts, c1, c2, held, loads, cap, hold_cap, buf[rows:], False, True)
         rows += place_keys(fresh, counts, c1, c2, held, loads, cap, hold_cap, buf[rows:], True, True)
