@@ -27,7 +27,10 @@ divided by ``n``):
    ``level`` and the previous scope's mean (the mean the scope is expected to end with when the previous
    scope is unknown: a router's first scope is the part of one from its first tuple, and fits nothing);
 2. then split and hot keys, largest first: each fills the combiners that already hold it up to
-   ``level * (1 + balance)`` before it reaches a further one (in its probe order). One router places them
+   ``level * (1 + balance)``, then up to the hold cap, before it reaches a further one (in its probe order;
+   cooperating routers: ``level * (1 + 2 balance) + 2.5 balance * (E - level)``, so that early in a scope, in
+   a live router's small segments, a filling key does not reach a further combiner because its own are full
+   by a tuple or two). One router places them
    between its held keys and its new ones, so the new keys fill around them. Cooperating routers whose hot
    keys carried little of the last statistics window (``FILL_SHARE``) also count its largest keys as hot,
    so the tail they share has keys to fill around it (:mod:`.placement_sticky`).

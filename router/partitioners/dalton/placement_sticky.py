@@ -44,8 +44,10 @@ IntP = npt.NDArray[np.intp]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
-#: One router keeps a held key on its combiner up to ``level + HOLD_ONE * balance * E`` (cooperating routers:
-#: ``level * (1 + 2 balance)``); at a scope's end, with the default balance, 1.05 times its mean.
+#: One router keeps a held key on its combiner up to ``level + HOLD_ONE * balance * E``; at a scope's end, with
+#: the default balance, 1.05 times its mean. Cooperating routers keep a split or hot key on the combiners
+#: holding it up to ``level * (1 + 2 balance) + HOLD_ONE * balance * (E - level)``: 1.04 times the mean at the
+#: scope's end, where their tail's cap is.
 HOLD_ONE = 2.5
 #: ``E`` above is the mean the scope is expected to end with (the partitioner's ``scope_forecast``), at least
 #: the level and at most this many levels. Early in a scope a combiner's count varies by far more than

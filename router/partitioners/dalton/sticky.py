@@ -7,7 +7,8 @@ Contract of :func:`place_keys` (the compiled loop; :func:`place_keys_py` is the 
   a key it already holds, except when every combiner is full already (then the rest goes to the least
   loaded combiner the key reached, or to the least loaded one);
 - a key that a combiner already holds in the scope (``held``) stays there: its tuples fill the combiners
-  holding it first, in its probe order, and it reaches a further combiner only when those are full;
+  holding it first, in its probe order, up to ``cap`` and then up to ``hold_cap``, and it reaches a further
+  combiner only when those are full;
 - a key new to the scope goes whole to the first combiner of its probe order with room for all of its
   tuples (``least``: the less loaded of its two candidates first); when none has room for all of them,
   whole to the least loaded combiner if that stays within ``hold_cap``; otherwise (a key larger than the
@@ -15,10 +16,10 @@ Contract of :func:`place_keys` (the compiled loop; :func:`place_keys_py` is the 
 - a key's probe order is ``c1[i]``, ``c2[i]``, then the combiners after ``c1[i]``, cyclically (the caller
   gives the same candidates on every router, so routers that see the same loads take the same decisions).
 
-With ``loose`` (one router), a key that outgrows the combiners holding it takes them up to ``hold_cap`` (in
-probe order, after the ``cap`` pass), then its rest goes whole to the least loaded other combiner when that
-stays within ``cap``, and a key that must still be split fills the combiners with the most room first instead
-of its probe order: the fewest pieces, where routers sharing keys need the probe order to agree.
+With ``loose`` (one router), the rest of a key that outgrows the combiners holding it goes whole to the least
+loaded other combiner when that stays within ``cap``, and a key that must still be split fills the combiners
+with the most room first instead of its probe order: the fewest pieces, where routers sharing keys need the
+probe order to agree.
 
 Keys are decided in ``order`` (the caller puts held keys first, then new keys largest first). Returns the
 pieces as ``(key index, combiner, tuples)`` rows, at most one per (key, combiner), grouped by key in the order
@@ -138,7 +139,7 @@ def place_keys_py(  # noqa: C901, PLR0912 - one loop, kept in one piece so the c
                         rows += 1
                         took[c] = True
                         rem -= put
-            if loose and rem > 0:  # then up to the hold cap, before the key reaches a further combiner
+            if rem > 0 and hold_cap > cap:  # then up to the hold cap, before the key reaches a further combiner
                 for j in range(m):
                     c = probe[j]
                     if rem > 0 and held[i, c]:

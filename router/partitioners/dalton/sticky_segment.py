@@ -234,7 +234,11 @@ def place_sticky_segment_py(  # noqa: C901, PLR0912, PLR0913, PLR0915 - one comp
         spill = (max(level, last_total / n) if last_total > 0 else expected) * (1.0 + 2.0 * balance)
         tail = np.concatenate((held1, fresh))
         rows += place_keys(tail, counts, c1, c2, held, loads, spill, spill, buf[rows:], False, False)
-        rows += place_keys(rest, counts, c1, c2, held, loads, cap, cap, buf[rows:], False, False)
+        # split and hot keys fill the combiners holding them up to (1 + 2 balance) times the level, and early in
+        # the scope by a share of what it has still to come: small segments (a live router's polls) left each
+        # router's held combiners full by a tuple or two, and the key reached a further combiner
+        hold_rest = level * (1.0 + 2.0 * balance) + hold_one * balance * (expected - level)
+        rows += place_keys(rest, counts, c1, c2, held, loads, cap, hold_rest, buf[rows:], False, False)
     else:
         hold_cap = level + hold_one * balance * expected  # one router's allowance over the level
         rows += place_keys(held1, counts, c1, c2, held, loads, cap, hold_cap, buf[rows:], True, True)
