@@ -47,8 +47,12 @@ def _config_line(result: BenchResult) -> str:
     return (
         f"{result.tuples:,} tuples, n={s.n} combiners, m={s.m} reducers, window={s.window:g}, "
         f"slide={s.slide:g}, metric window={result.metric_window:g}, routers P={s.routers}, "
-        f"DSYNC={s.dsync}, c={s.c:g}"
+        f"DSYNC={s.dsync} ({s.sync}), c={s.c:g}, router batches {_batches(s.batches)}"
     )
+
+
+def _batches(sizes: tuple[int, int] | None) -> str:
+    return "the workload's" if sizes is None else f"{sizes[0]:,}-{sizes[1] - 1:,} tuples (random)"
 
 
 def rich_table(result: BenchResult) -> Table:
@@ -118,6 +122,8 @@ def result_json(result: BenchResult) -> dict[str, Any]:
             "metric_window": result.metric_window,
             "routers": s.routers,
             "dsync": s.dsync,
+            "sync": s.sync,
+            "batches": None if s.batches is None else list(s.batches),
             "c": s.c,
             "seed": s.seed,
         },

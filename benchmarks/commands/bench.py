@@ -7,6 +7,8 @@ Examples::
     skewroute bench -w file:path=sample.jsonl,key=user,time=ts
     skewroute bench --suite papers --only holistic  # the reproduction table (reports/papers/)
     skewroute bench --suite sweep                   # quality sweep: skew x n x keys, Pareto front per cell
+    skewroute bench -w zipf:s=0.6,keys=1000,perm=1 -p dalton --routers 2 --slide 20000 --window 240000 \
+        --dsync 10000 --batches 20,1000            # two cooperating routers polling a live stream
 
 Workload specs: ``uniform``, ``zipf``, ``alternating``, ``zipf-drift``, ``evolving``, ``multi``,
 ``flights``, ``words``, ``file`` (see :mod:`benchmarks.workloads` and :mod:`benchmarks.datasets`).
@@ -36,7 +38,7 @@ from router.commands.options import (
 if TYPE_CHECKING:
     pass
 
-__all__ = ["register", "split_partitioners"]
+__all__ = ["BatchesOpt", "parse_batches", "register", "split_partitioners"]
 
 DEFAULT_WORKLOAD = "zipf:s=1.5,keys=10000"
 WorkloadOpt = typer.Option(
@@ -56,7 +58,28 @@ DsyncOpt = typer.Option(10_000, "--dsync", help="records between in-process sync
 OutOpt = typer.Option(
     None, "--out", "-o", help="report folder (default `reports/bench-<workload>/`, `reports/papers/`)"
 )
+BatchesOpt = typer.Option(
+    "100,5000",
+    "--batches",
+    help="router batch sizes LO,HI: random in [LO, HI) tuples per source, dealt over its routers "
+    "(10,500 is a live router's polls); `workload`: the workload's own batches",
+)
 SYNC_MODES = ("merge", "protocol", "never")
+
+
+def parse_batches(text: str) -> tuple[int, int] | None:
+    """``--batches``: ``LO,HI`` (1 <= LO < HI) or ``workload`` (None: the workload's own batches)."""
+    if text.strip() == "workload":
+        return None
+    try:
+        lo, hi = (int(x) for x in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"--batches must be LO,HI (two integers) or workload, got {text!r}") from None
+    if not 1 <= lo < hi:
+        raise typer.BadParameter(f"--batches needs 1 <= LO < HI, got {text!r}")
+    return lo, hi
+
+
 SyncOpt = typer.Option("merge", "--sync", help="multi-router sync: merge (snapshot/merge every DSYNC), protocol, never")
 
 
@@ -74,6 +97,7 @@ def bench(
     metric_window: float | None = MetricOpt,
     seed: int = SeedOpt,
     sync: str = SyncOpt,
+    batches: str = BatchesOpt,
     out: Path | None = OutOpt,
     suite: str | None = typer.Option(
         None,
@@ -114,6 +138,7 @@ def bench(
         metric_window=metric_window,
         seed=seed,
         sync=sync,
+        batches=parse_batches(batches),
     )
     with progress(records or wl.tuples, "bench") as tick:
         result = run_bench(wl, spec, tick)

@@ -17,8 +17,10 @@ from benchmarks.bench import BenchSpec, run_bench
 from benchmarks.bench.experiments import adaptation_lag, cumulative_imbalance, split_keys
 from benchmarks.bench.report import write_report
 from benchmarks.bench.suite import EXPERIMENTS, run_suite
+from benchmarks.commands.bench import BatchesOpt, parse_batches
 from benchmarks.workloads import make_workload
 from router.choose.advisor import advise, holistic_rule
+from router.choose.measure import BATCH_SIZES
 from router.cli import app
 from router.partitioners import PartitionerState, registry
 from router.partitioners.simple import HashPartitioner
@@ -180,6 +182,21 @@ def test_cli_bench_advise_and_papers_suite(tmp_path: Path) -> None:
     assert all(r["verdict"] in ("yes", "no", "n/a") for r in rows)
     res = cli.invoke(app, ["bench", "-w", "nope"])
     assert res.exit_code == 2 and "unknown workload" in res.output
+
+
+def test_cli_bench_takes_the_router_batch_sizes(tmp_path: Path) -> None:
+    """``--batches LO,HI`` reaches the run and its report; the default is the measurements' sizes."""
+    assert parse_batches(BatchesOpt.default) == BATCH_SIZES and parse_batches("workload") is None
+    cli = CliRunner()
+    args = ["-w", "zipf:s=0.6,keys=1000", "--records", "6000", "-p", "dalton", "-n", "4", "--routers", "2"]
+    res = cli.invoke(app, ["bench", *args, "--slide", "2000", "--batches", "20,1000", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    config = json.loads((tmp_path / "result.json").read_text())["config"]
+    assert config["batches"] == [20, 1000] and config["sync"] == "merge" and config["routers"] == 2
+    assert "router batches 20-999 tuples" in (tmp_path / "report.md").read_text()
+    for bad in ("5", "10,10", "a,b"):
+        res = cli.invoke(app, ["bench", "--records", "1000", "--batches", bad])
+        assert res.exit_code == 2 and "--batches" in res.output and bad in res.output, res.output
 
 
 class KeySetHash(HashPartitioner):
